@@ -1,0 +1,67 @@
+# Two commands matter: `make book` builds the site, `make test` runs everything CI checks.
+# Every target creates .venv first if it is missing or older than requirements.txt.
+
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PORT   ?= 8000
+
+.PHONY: install book test check unit book-tests notebooks serve lint clean bench lock
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	@touch $@
+
+# Build the site: executes every chapter, writes _build/timings.json, fails on any error or blown budget.
+book: $(STAMP)
+	$(BIN)/python tools/build_book.py
+
+# Everything CI checks: lint, unit and parity tests, the book build, then tests that read the build.
+test: $(STAMP)
+	@$(BIN)/python tools/steps.py \
+	  "lint=$(BIN)/ruff check ." \
+	  "unit tests=$(BIN)/python -m pytest -m 'not book'" \
+	  "book build=$(BIN)/python tools/build_book.py" \
+	  "book tests=$(BIN)/python -m pytest -m book"
+
+# Fast subset for development (under 2 minutes): lint and unit tests, no book build.
+check: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -m 'not book and not slow' -x
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -m 'not book'
+
+book-tests: $(STAMP)
+	$(BIN)/python -m pytest -m book
+
+# .ipynb copies of every chapter in notebooks/, for local Jupyter.
+notebooks: $(STAMP)
+	$(BIN)/python tools/notebooks.py notebooks
+
+serve:
+	@test -f _build/html/index.html || { echo "no site yet: run 'make book' first"; exit 1; }
+	@echo "serving http://localhost:$(PORT)/"
+	$(PYTHON) -m http.server --directory _build/html $(PORT)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_attention.py
+
+# Re-lock requirements.txt from requirements.in in a throwaway venv.
+lock:
+	rm -rf /tmp/minformers-lock && $(PYTHON) -m venv /tmp/minformers-lock
+	/tmp/minformers-lock/bin/pip install --quiet -r requirements.in
+	{ echo "# Full lock of requirements.in: every package pinned with ==. Regenerate with 'make lock'."; \
+	  /tmp/minformers-lock/bin/pip freeze | sed 's/+cpu$$//'; } > requirements.txt
+
+clean:
+	rm -rf _build notebooks .pytest_cache .ruff_cache

@@ -1,0 +1,147 @@
+"""Scaled dot-product attention and multi-head attention, written out step by step.
+
+Shape legend, used in every comment below:
+    B batch, T time (T_q queries, T_k keys), C channels = d_model, H heads, D head dim = C / H.
+
+Masks are bool, ``True`` = may attend (see ``minformers.masks``), broadcastable to (B, H, T_q, T_k).
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from minformers.masks import check_size
+
+
+def _check_attention_inputs(q, k, v, mask, dropout_p) -> None:
+    """Reject inputs that would otherwise fail deep inside a matmul, or silently broadcast wrongly."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if x.dim() < 2:
+            raise ValueError(f"{name} must have shape (..., T, D), got {tuple(x.shape)}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k must have the same last dim D, got {q.shape[-1]} and {k.shape[-1]}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"k and v must have the same length T_k, got {k.shape[-2]} and {v.shape[-2]}")
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
+    if mask is None:
+        return
+    if mask.dtype != torch.bool:
+        raise TypeError(f"mask must be a bool tensor (True = may attend), got dtype {mask.dtype}")
+    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    scores_shape = (*batch, q.shape[-2], k.shape[-2])  # (..., T_q, T_k)
+    try:
+        fits = torch.broadcast_shapes(mask.shape, scores_shape) == scores_shape
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to the scores {scores_shape}")
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0, training=False, return_weights=False):
+    """softmax(q k^T / sqrt(D)) v, with masked scores set to -inf before the softmax.
+
+    q: (..., T_q, D), k: (..., T_k, D), v: (..., T_k, D_v), mask: bool, broadcastable to (..., T_q, T_k).
+    Returns the output (..., T_q, D_v), and also the weights (..., T_q, T_k) (after dropout, i.e. the
+    ones actually used) if ``return_weights``. A query that may attend no key gets zero weights and a
+    zero output (a plain softmax over all -inf would give NaN).
+
+    Example: one query, two keys, equal scores -> the output is the mean of the values.
+    >>> q, k = torch.zeros(1, 2), torch.ones(2, 2)
+    >>> v = torch.tensor([[0.0, 2.0], [4.0, 6.0]])
+    >>> scaled_dot_product_attention(q, k, v)
+    tensor([[2., 4.]])
+    """
+    _check_attention_inputs(q, k, v, mask, dropout_p)
+    # Dividing by sqrt(D) keeps the scores' variance near 1 whatever D is, so the softmax does not saturate.
+    # (..., T_q, D) @ (..., D, T_k) -> (..., T_q, T_k)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    if mask is not None:
+        # Rows with no allowed key are all -inf and come out of the softmax as NaN: such a query
+        # has nothing to read, so define its weights (and so its output) as zero.
+        weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+    if training and dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p)
+    output = weights @ v  # (..., T_q, T_k) @ (..., T_k, D_v) -> (..., T_q, D_v)
+    return (output, weights) if return_weights else output
+
+
+class MultiHeadAttention(nn.Module):
+    """H attention heads in parallel, each on its own D = C / H slice of learned projections.
+
+    ``fused=True`` calls ``torch.nn.functional.scaled_dot_product_attention`` instead of the function
+    above: same result, faster, but the weights are not available. It is a plain attribute, so it can
+    be flipped on a built model. Parameters match ``torch.nn.MultiheadAttention`` once its
+    ``in_proj_weight`` is split into the q, k, v rows.
+
+    >>> attention = MultiHeadAttention(d_model=8, n_heads=2)
+    >>> attention(torch.randn(3, 5, 8)).shape  # (B, T, C) -> (B, T, C)
+    torch.Size([3, 5, 8])
+    """
+
+    def __init__(
+        self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, fused: bool = False
+    ):
+        super().__init__()
+        check_size("d_model", d_model)
+        check_size("n_heads", n_heads)
+        if d_model % n_heads:
+            raise ValueError(
+                f"d_model must be divisible by n_heads, got d_model={d_model} and n_heads={n_heads}"
+            )
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
+        self.dropout, self.fused = dropout, fused
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def _check_input(self, name: str, x: torch.Tensor) -> None:
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"{name} must have shape (B, T, {self.d_model}) (d_model), got {tuple(x.shape)}")
+
+    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, _ = x.shape
+        x = x.view(B, T, self.n_heads, self.head_dim)  # (B, T, C) -> (B, T, H, D)
+        return x.transpose(1, 2)  # (B, T, H, D) -> (B, H, T, D)
+
+    def forward(self, query, key=None, value=None, mask=None, return_weights=False):
+        """query: (B, T_q, C); key, value: (B, T_k, C). Returns (B, T_q, C) [, weights (B, H, T_q, T_k)].
+
+        Self-attention when ``key`` is None; ``value`` defaults to ``key`` (cross-attention reads
+        one memory for both). ``mask`` is bool, broadcastable to (B, H, T_q, T_k).
+        """
+        key = query if key is None else key
+        value = key if value is None else value
+        for name, x in (("query", query), ("key", key), ("value", value)):
+            self._check_input(name, x)
+        if key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]:
+            raise ValueError(
+                f"query, key, value must share B, and key, value T_k: got {tuple(query.shape)}, "
+                f"{tuple(key.shape)}, {tuple(value.shape)}"
+            )
+        if return_weights and self.fused:
+            raise ValueError("return_weights=True needs fused=False: the fused kernel hides the weights")
+        q = self._split_heads(self.q_proj(query))  # (B, T_q, C) -> (B, H, T_q, D)
+        k = self._split_heads(self.k_proj(key))  # (B, T_k, C) -> (B, H, T_k, D)
+        v = self._split_heads(self.v_proj(value))  # (B, T_k, C) -> (B, H, T_k, D)
+        dropout_p = self.dropout if self.training else 0.0
+        weights = None
+        if self.fused:
+            _check_attention_inputs(q, k, v, mask, dropout_p)
+            output = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        else:
+            output, weights = scaled_dot_product_attention(
+                q, k, v, mask=mask, dropout_p=dropout_p, training=self.training, return_weights=True
+            )
+        B, _, T_q, _ = output.shape
+        output = output.transpose(1, 2)  # (B, H, T_q, D) -> (B, T_q, H, D)
+        output = self.out_proj(output.reshape(B, T_q, self.d_model))  # (B, T_q, H, D) -> (B, T_q, C)
+        return (output, weights) if return_weights else output

@@ -1,0 +1,208 @@
+"""Attention: parity with torch's scaled_dot_product_attention and nn.MultiheadAttention, masks, errors."""
+
+import doctest
+
+import pytest
+import torch
+import torch.nn.functional as F
+from minformers import attention
+from minformers.attention import MultiHeadAttention, scaled_dot_product_attention
+from minformers.masks import causal_mask, combine_masks, padding_mask, sliding_window_mask
+from torch import nn
+
+B, H, T, D = 2, 3, 5, 4
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    yield
+    torch.set_num_threads(threads)
+
+
+def qkv(t_q=T, t_k=T):
+    return torch.randn(B, H, t_q, D), torch.randn(B, H, t_k, D), torch.randn(B, H, t_k, D)
+
+
+MASKS = {
+    "none": None,
+    "padding": padding_mask(torch.tensor([3, 5])),
+    "causal": causal_mask(T),
+    "sliding": sliding_window_mask(T, window=2),
+    "combined": combine_masks(
+        padding_mask(torch.tensor([3, 5])), sliding_window_mask(T, window=3, causal=False)
+    ),
+}
+
+
+def test_docstring_examples_hold():
+    result = doctest.testmod(attention)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_hand_computed_example():
+    # Scores q.k / sqrt(2): [0, 2/sqrt(2)] -> weights softmax([0, sqrt(2)]).
+    q = torch.tensor([[1.0, 1.0]])
+    k = torch.tensor([[0.0, 0.0], [1.0, 1.0]])
+    v = torch.tensor([[10.0], [20.0]])
+    p = torch.exp(torch.tensor(2**0.5)) / (1 + torch.exp(torch.tensor(2**0.5)))
+    output, weights = scaled_dot_product_attention(q, k, v, return_weights=True)
+    assert torch.allclose(weights, torch.stack([1 - p, p])[None])
+    assert torch.allclose(output, (10 * (1 - p) + 20 * p).reshape(1, 1))
+
+
+@pytest.mark.parametrize("name", MASKS)
+def test_matches_torch_sdpa(name):
+    q, k, v = qkv()
+    mask = MASKS[name]
+    ours, weights = scaled_dot_product_attention(q, k, v, mask=mask, return_weights=True)
+    theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert torch.allclose(ours, theirs, atol=1e-6)
+    assert torch.allclose(weights.sum(-1), torch.ones(B, H, T), atol=1e-6)
+    if mask is not None:
+        assert not weights.masked_select(~mask.expand_as(weights)).any()
+
+
+def test_cross_attention_shapes_match_torch():
+    q, k, v = qkv(t_q=2, t_k=7)
+    v = torch.randn(B, H, 7, 6)  # D_v may differ from D
+    ours = scaled_dot_product_attention(q, k, v, mask=causal_mask(2, t_k=7))
+    assert ours.shape == (B, H, 2, 6)
+    assert torch.allclose(
+        ours, F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(2, t_k=7)), atol=1e-6
+    )
+
+
+def test_fully_masked_row_gives_zeros_not_nan():
+    q, k, v = qkv()
+    q.requires_grad_(True)
+    mask = causal_mask(T).clone()
+    mask[2] = False  # query 2 may attend nothing
+    output, weights = scaled_dot_product_attention(q, k, v, mask=mask, return_weights=True)
+    assert torch.equal(output[:, :, 2], torch.zeros(B, H, D))
+    assert torch.equal(weights[:, :, 2], torch.zeros(B, H, T))
+    assert not output.isnan().any()
+    output.sum().backward()
+    assert torch.isfinite(q.grad).all()
+    # torch 2.13 on CPU also returns zeros for a fully masked row (releases before 2.5 returned NaN),
+    # so the whole output is compared, that row included.
+    assert torch.allclose(output, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), atol=1e-6)
+
+
+def test_dropout_only_in_training():
+    q, k, v = qkv()
+    assert torch.equal(
+        scaled_dot_product_attention(q, k, v, dropout_p=0.5), scaled_dot_product_attention(q, k, v)
+    )
+    _, weights = scaled_dot_product_attention(q, k, v, dropout_p=0.5, training=True, return_weights=True)
+    assert (weights == 0).any()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"mask": torch.ones(T, T)}, TypeError, "mask must be a bool tensor"),
+        (
+            {"mask": torch.ones(T, T + 1, dtype=torch.bool)},
+            ValueError,
+            r"mask of shape \(5, 6\).*\(2, 3, 5, 5\)",
+        ),
+        ({"mask": torch.ones(4, 1, T, T, dtype=torch.bool)}, ValueError, "mask of shape"),
+        ({"k": torch.randn(B, H, T, D + 1)}, ValueError, "q and k must have the same last dim"),
+        ({"v": torch.randn(B, H, T + 1, D)}, ValueError, "k and v must have the same length"),
+        ({"dropout_p": 1.0}, ValueError, r"dropout_p must be in \[0, 1\)"),
+    ],
+)
+def test_sdpa_rejects_bad_input(kwargs, error, match):
+    q, k, v = qkv()
+    arguments = {"q": q, "k": k, "v": v, **kwargs}
+    with pytest.raises(error, match=match):
+        scaled_dot_product_attention(**arguments)
+
+
+def torch_twin(ours: MultiHeadAttention) -> nn.MultiheadAttention:
+    """nn.MultiheadAttention with our weights: its in_proj_weight is q, k, v stacked along dim 0."""
+    theirs = nn.MultiheadAttention(ours.d_model, ours.n_heads, batch_first=True)
+    with torch.no_grad():
+        projections = (ours.q_proj, ours.k_proj, ours.v_proj)
+        theirs.in_proj_weight.copy_(torch.cat([p.weight for p in projections]))
+        theirs.in_proj_bias.copy_(torch.cat([p.bias for p in projections]))
+        theirs.out_proj.weight.copy_(ours.out_proj.weight)
+        theirs.out_proj.bias.copy_(ours.out_proj.bias)
+    return theirs.eval()
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_mha_matches_torch_self_attention(masked):
+    ours = MultiHeadAttention(d_model=12, n_heads=3).eval()
+    theirs = torch_twin(ours)
+    x = torch.randn(B, T, 12)
+    lengths = torch.tensor([3, 5])
+    mask = combine_masks(padding_mask(lengths), causal_mask(T)) if masked else None
+    out, weights = ours(x, mask=mask, return_weights=True)
+    assert out.shape == (B, T, 12) and weights.shape == (B, 3, T, T)
+    # torch's bool masks mean True = blocked: invert ours.
+    extra = (
+        {"attn_mask": ~causal_mask(T), "key_padding_mask": ~padding_mask(lengths)[:, 0, 0]} if masked else {}
+    )
+    expected, expected_weights = theirs(x, x, x, **extra)  # weights averaged over heads by default
+    assert torch.allclose(out, expected, atol=1e-5)
+    assert torch.allclose(weights.mean(dim=1), expected_weights, atol=1e-5)
+    ours.fused = True
+    assert torch.allclose(ours(x, mask=mask), expected, atol=1e-5)
+
+
+def test_mha_matches_torch_cross_attention():
+    ours = MultiHeadAttention(d_model=8, n_heads=2).eval()
+    theirs = torch_twin(ours)
+    query, memory = torch.randn(B, 3, 8), torch.randn(B, 7, 8)
+    lengths = torch.tensor([7, 4])
+    out, weights = ours(query, memory, mask=padding_mask(lengths), return_weights=True)
+    expected, expected_weights = theirs(
+        query, memory, memory, key_padding_mask=~padding_mask(lengths)[:, 0, 0]
+    )
+    assert out.shape == (B, 3, 8) and weights.shape == (B, 2, 3, 7)
+    assert torch.allclose(out, expected, atol=1e-5)
+    assert torch.allclose(weights.mean(dim=1), expected_weights, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: MultiHeadAttention(10, 3), ValueError, "divisible by n_heads.*d_model=10 and n_heads=3"),
+        (lambda: MultiHeadAttention(8, 0), ValueError, "n_heads must be >= 1"),
+        (lambda: MultiHeadAttention(8, 2, dropout=1.5), ValueError, "dropout must be in"),
+        (
+            lambda: MultiHeadAttention(8, 2)(torch.randn(2, 5, 6)),
+            ValueError,
+            r"query must have shape \(B, T, 8\)",
+        ),
+        (lambda: MultiHeadAttention(8, 2)(torch.randn(5, 8)), ValueError, "query must have shape"),
+        (
+            lambda: MultiHeadAttention(8, 2)(torch.randn(2, 5, 8), torch.randn(2, 5, 4)),
+            ValueError,
+            "key must",
+        ),
+        (lambda: MultiHeadAttention(8, 2)(torch.randn(2, 5, 8), torch.randn(3, 5, 8)), ValueError, "share B"),
+        (
+            lambda: MultiHeadAttention(8, 2)(torch.randn(2, 5, 8), mask=torch.ones(5, 5)),
+            TypeError,
+            "mask must",
+        ),
+        (
+            lambda: MultiHeadAttention(8, 2)(torch.randn(2, 5, 8), mask=causal_mask(4)),
+            ValueError,
+            r"mask of shape \(4, 4\) does not broadcast",
+        ),
+        (
+            lambda: MultiHeadAttention(8, 2, fused=True)(torch.randn(2, 5, 8), return_weights=True),
+            ValueError,
+            "fused=False",
+        ),
+    ],
+)
+def test_mha_rejects_bad_input(call, error, match):
+    with pytest.raises(error, match=match):
+        call()

@@ -1,0 +1,63 @@
+"""Runtime: seeding makes every generator repeat, and the thread count is what was asked."""
+
+import doctest
+import random
+
+import numpy as np
+import pytest
+import torch
+from minformers import runtime
+from minformers.runtime import default_device, seed_everything
+
+
+@pytest.fixture(autouse=True)
+def restore_threads():
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_docstring_examples_hold():
+    result = doctest.testmod(runtime)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def draws():
+    return random.random(), np.random.rand(3).tolist(), torch.randn(3).tolist()
+
+
+def test_same_seed_same_draws(capsys):
+    info = seed_everything(7)
+    first = draws()
+    seed_everything(7)
+    assert draws() == first
+    seed_everything(8)
+    assert draws() != first
+    assert info == {"seed": 7, "torch": torch.__version__, "threads": 1, "device": default_device()}
+    line = capsys.readouterr().out.splitlines()[0]
+    assert line == f"seed 7 | torch {torch.__version__} | 1 thread(s) | {default_device()}"
+
+
+def test_threads_are_set():
+    assert seed_everything(0, threads=2)["threads"] == 2
+    assert torch.get_num_threads() == 2
+    seed_everything(0)
+    assert torch.get_num_threads() == 1
+
+
+def test_default_device():
+    assert default_device() == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"seed": -1}, ValueError, "seed must be >= 0"),
+        ({"seed": 2**32}, ValueError, "seed must be < 2\\*\\*32"),
+        ({"seed": 1.5}, TypeError, "seed must be an int"),
+        ({"seed": 0, "threads": 0}, ValueError, "threads must be >= 1"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        seed_everything(**kwargs)

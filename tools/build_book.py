@@ -1,0 +1,93 @@
+"""Build the book, print each page's execution time, and fail on any error or blown budget.
+
+    python tools/build_book.py [BOOK_ROOT]
+
+Runs `jupyter-book build --all -W -n --keep-going`, so every page is executed and any failing cell or Sphinx
+warning fails the build. Then it reads `_build/timings.json` (written by tools/book_report.py) and checks:
+- each page against its budget: 120 s, or the `mystnb: {execution_timeout: N}` in its front matter (N <= 300);
+- the whole book against 30 minutes.
+"""
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+DEFAULT_PAGE_BUDGET = 120.0  # seconds, the course's rule for one page
+MAX_PAGE_BUDGET = 300.0  # the most a page may declare (the scaling-laws page needs it)
+BOOK_BUDGET = 30 * 60.0  # the whole book, from clean
+BOOK_TARGET = 20 * 60.0  # what we aim for; exceeding it only warns
+
+
+def front_matter(source: Path) -> dict:
+    """The YAML block between the first two `---` lines of a MyST notebook, or {}."""
+    text = source.read_text(encoding="utf-8")
+    if not text.startswith("---"):
+        return {}
+    _, block, _ = text.split("---", 2)
+    return yaml.safe_load(block) or {}
+
+
+def page_budget(source: Path) -> float:
+    declared = (front_matter(source).get("mystnb") or {}).get("execution_timeout")
+    if declared is None:
+        return DEFAULT_PAGE_BUDGET
+    if not 0 < float(declared) <= MAX_PAGE_BUDGET:
+        raise ValueError(f"{source}: execution_timeout={declared} must be in (0, {MAX_PAGE_BUDGET:.0f}] s")
+    return float(declared)
+
+
+def check_timings(root: Path, timings: dict) -> tuple[list[str], str]:
+    """Return (problems, printable table) for the pages in `timings`, slowest first."""
+    problems, rows = [], []
+    total = 0.0
+    for page, record in sorted(timings.items(), key=lambda item: -(item[1]["seconds"] or 0.0)):
+        seconds = record["seconds"] or 0.0
+        budget = page_budget(root / f"{page}.md")
+        total += seconds
+        status = "ok"
+        if not record["succeeded"]:
+            status = "FAILED"
+            problems.append(f"{page}: execution failed")
+        elif seconds > budget:
+            status = "OVER BUDGET"
+            problems.append(f"{page}: took {seconds:.1f} s, over its budget of {budget:.0f} s")
+        rows.append(f"{page:<40} {seconds:>8.1f} {budget:>8.0f}   {status}")
+    if total > BOOK_BUDGET:
+        problems.append(f"the book took {total:.0f} s to execute, over its budget of {BOOK_BUDGET:.0f} s")
+    header = f"{'page':<40} {'seconds':>8} {'budget':>8}   status"
+    footer = f"{'total':<40} {total:>8.1f} {BOOK_BUDGET:>8.0f}"
+    if total > BOOK_TARGET:
+        footer += f"   (over the {BOOK_TARGET:.0f} s target)"
+    return problems, "\n".join([header, *rows, footer])
+
+
+def build(root: Path) -> int:
+    jupyter_book = Path(sys.executable).parent / "jupyter-book"
+    started = time.perf_counter()
+    result = subprocess.run([str(jupyter_book), "build", "--all", "-W", "-n", "--keep-going", str(root)])
+    wall = time.perf_counter() - started
+
+    timings_file = root / "_build" / "timings.json"
+    if not timings_file.exists():
+        print(f"\nbuild failed before any page was timed (exit {result.returncode})", file=sys.stderr)
+        return result.returncode or 1
+    problems, table = check_timings(root, json.loads(timings_file.read_text()))
+    print(f"\nExecution time per page (also in {timings_file}):\n{table}\nbuild wall time: {wall:.0f} s")
+
+    if result.returncode != 0:
+        problems.insert(0, f"jupyter-book exited with {result.returncode} (a cell failed or Sphinx warned)")
+    for problem in problems:
+        print(f"ERROR: {problem}", file=sys.stderr)
+    if problems:
+        return 1
+    print(f"\nThe site is at {(root / '_build' / 'html' / 'index.html').resolve()}")
+    return 0
+
+
+if __name__ == "__main__":
+    book_root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent
+    sys.exit(build(book_root.resolve()))
