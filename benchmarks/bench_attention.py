@@ -11,9 +11,10 @@ import time
 
 import torch
 import torch.nn.functional as F
+from torch import nn
+
 from minformers.attention import MultiHeadAttention, scaled_dot_product_attention
 from minformers.runtime import seed_everything
-from torch import nn
 
 B, H, D = 4, 4, 32
 D_MODEL = H * D  # 128

@@ -1,20 +1,15 @@
 """Masks: hand-written expected matrices for tiny sizes (1 = may attend); errors name the argument."""
 
-import doctest
 
 import pytest
 import torch
-from minformers import masks
+
 from minformers.masks import causal_mask, combine_masks, padding_mask, sliding_window_mask
 
 
 def as_bool(rows):
     return torch.tensor(rows, dtype=torch.bool)
 
-
-def test_docstring_examples_hold():
-    result = doctest.testmod(masks)
-    assert result.attempted > 0 and result.failed == 0
 
 
 def test_causal_square():

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minformers.masks import check_size
+from minformers.validation import check_size
 
 
 def _check_attention_inputs(q, k, v, mask, dropout_p) -> None:

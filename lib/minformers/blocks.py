@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from minformers.attention import MultiHeadAttention
-from minformers.masks import check_size
+from minformers.validation import check_size
 
 ACTIVATIONS = {
     "gelu": nn.GELU,  # exact erf form: BERT, and torch's TransformerEncoderLayer(activation="gelu")

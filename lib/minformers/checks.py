@@ -6,8 +6,11 @@ would do the whole job) is made unavailable, so a submission that only calls it 
 On failure the check raises `CheckFailed` with a short message naming the case, the expected value and the
 value received; it never shows the reference code. On success it prints one line.
 
-    >>> check_sliding_window_mask(my_sliding_window_mask)   # doctest: +SKIP
-    ok: check_sliding_window_mask passed 6 cases
+    >>> everything_allowed = lambda t, window: torch.ones(t, t, dtype=torch.bool)
+    >>> check_sliding_window_mask(everything_allowed)
+    Traceback (most recent call last):
+    minformers.checks.CheckFailed: check_sliding_window_mask, case 'window 1: each token sees only itself': values differ
+    ...
 """
 
 import contextlib

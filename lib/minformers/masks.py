@@ -10,18 +10,7 @@ both follow that rule, so the same call serves training (T_q == T_k) and cached 
 
 import torch
 
-
-def check_size(name: str, value, minimum: int = 1) -> int:
-    """Return ``value`` if it is an int >= ``minimum``; otherwise raise naming ``name``.
-
-    Shared by the modules that take sizes (lengths, widths, head counts), so every one of them
-    words the error the same way.
-    """
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return value
+from minformers.validation import check_size
 
 
 def padding_mask(lengths: torch.Tensor, max_len: int | None = None) -> torch.Tensor:

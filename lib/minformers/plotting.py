@@ -3,9 +3,10 @@
 Backgrounds are transparent, so the page colour shows through; text, axes and lines use mid tones
 that keep enough contrast on white and on near-black.
 
-    fig, ax = figure(width=6, height=3.5)
-    ax.plot(steps, loss, label="train")
-    label(ax, "Training loss", "step", "cross-entropy (nats)")
+    >>> fig, ax = figure(width=6, height=3.5)
+    >>> lines = ax.plot([0, 100, 200], [4.2, 2.9, 2.5], label="train")
+    >>> label(ax, "Training loss", "step", "cross-entropy (nats)").get_title()
+    'Training loss'
 """
 
 import matplotlib as mpl

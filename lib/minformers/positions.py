@@ -7,7 +7,7 @@ embeddings by broadcasting.
 import torch
 from torch import nn
 
-from minformers.masks import check_size
+from minformers.validation import check_size
 
 
 def sinusoidal_positions(length: int, d_model: int) -> torch.Tensor:

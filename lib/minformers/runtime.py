@@ -5,13 +5,18 @@ On the course machines (2 vCPUs, about one core of floating point) small models 
 """
 
 import random
+import warnings
 
 import numpy as np
 import torch
 
-from minformers.masks import check_size
+from minformers.validation import check_size
 
 DEFAULT_THREADS = 1
+
+# In a notebook without ipywidgets, tqdm.auto warns and falls back to a text progress bar. The text bar is
+# what we want (it also renders on the website), so the warning is only noise in every page's output.
+warnings.filterwarnings("ignore", message="IProgress not found")
 
 
 def default_device() -> str:

@@ -1,0 +1,70 @@
+"""Helpers for tests that build throwaway books or execute pages outside the book."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import jupytext
+import nbclient
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE_HEADER = """---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+{extra}---
+"""
+
+
+def page(*cells: str, front_matter: str = "") -> str:
+    """A MyST notebook with a title and the given code cells."""
+    body = "".join(f"\n```{{code-cell}} ipython3\n{cell}\n```\n" for cell in cells)
+    return PAGE_HEADER.format(extra=front_matter) + "\n# A test page\n" + body
+
+
+def write_book(root: Path, pages: dict[str, str]) -> Path:
+    """A book at `root` with the course's real _config.yml (execution and warning settings) and `pages`."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    config.pop("bibtex_bibfiles", None)  # a throwaway book cites nothing
+    config["sphinx"]["config"].pop("bibtex_reference_style", None)
+    config["sphinx"]["local_extensions"] = {"book_report": str(ROOT / "tools")}
+    (root / "_config.yml").write_text(yaml.safe_dump(config))
+    names = list(pages)
+    toc = {"format": "jb-book", "root": names[0]}
+    if names[1:]:
+        toc["chapters"] = [{"file": name} for name in names[1:]]
+    (root / "_toc.yml").write_text(yaml.safe_dump(toc))
+    for name, text in pages.items():
+        (root / f"{name}.md").write_text(text)
+    return root
+
+
+def build(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "build_book.py"), str(root)], capture_output=True, text=True
+    )
+
+
+def execute(path: Path, cwd: Path, timeout: int = 120):
+    """Execute a MyST notebook from `cwd`, as a learner's Jupyter would, and return the executed notebook."""
+    notebook = jupytext.read(path)
+    nbclient.NotebookClient(notebook, timeout=timeout, resources={"metadata": {"path": str(cwd)}}).execute()
+    return notebook
+
+
+def text_outputs(notebook) -> list[str]:
+    """Every text output of every code cell, in order (stream text and plain-text results)."""
+    texts = []
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            if "text" in output:
+                texts.append(output["text"])
+            elif "text/plain" in output.get("data", {}):
+                texts.append(output["data"]["text/plain"])
+    return texts

@@ -1,0 +1,48 @@
+"""The build driver fails the build on a failing cell and on a page over its time budget.
+
+Each test builds a throwaway book with the course's real _config.yml, so these prove the settings work,
+not just the driver's arithmetic.
+"""
+
+import json
+
+import pytest
+
+from book_helpers import build, page, write_book
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_good_book_builds_and_reports_its_timings(tmp_path):
+    write_book(tmp_path, {"index": page("print(6 * 7)")})
+    result = build(tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    timings = json.loads((tmp_path / "_build" / "timings.json").read_text())
+    assert timings["index"]["succeeded"] is True and timings["index"]["seconds"] > 0
+    assert "The site is at" in result.stdout
+    assert (tmp_path / "_build" / "html" / "_sources" / "index.ipynb").exists()
+
+
+def test_a_failing_cell_fails_the_build(tmp_path):
+    write_book(tmp_path, {"index": page("print('fine')", "raise RuntimeError('deliberate failure')")})
+    result = build(tmp_path)
+    assert result.returncode != 0
+    assert "deliberate failure" in result.stdout + result.stderr
+
+
+def test_a_page_over_its_budget_fails_the_build(tmp_path):
+    # Each cell stays under nbclient's per-cell timeout (2 s); together they exceed the page's 2 s budget.
+    slow = page("import time\ntime.sleep(1.3)", "time.sleep(1.3)", front_matter="mystnb:\n  execution_timeout: 2\n")
+    write_book(tmp_path, {"index": page("print('quick')"), "slow": slow})
+    result = build(tmp_path)
+    assert result.returncode != 0
+    assert "slow: took" in result.stderr and "over its budget of 2 s" in result.stderr
+    assert "OVER BUDGET" in result.stdout
+
+
+def test_a_budget_above_the_course_limit_is_refused(tmp_path):
+    greedy = page("print('hi')", front_matter="mystnb:\n  execution_timeout: 900\n")
+    write_book(tmp_path, {"index": greedy})
+    result = build(tmp_path)
+    assert result.returncode != 0
+    assert "execution_timeout=900 must be in (0, 300] s" in result.stderr

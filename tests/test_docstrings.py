@@ -1,0 +1,18 @@
+"""Every lib module carries at least one worked example in its docstrings, and every example holds."""
+
+import doctest
+import importlib
+import pkgutil
+
+import pytest
+
+import minformers
+
+MODULES = sorted(info.name for info in pkgutil.iter_modules(minformers.__path__, "minformers."))
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples_hold(name):
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0, f"{name} has no docstring example"
+    assert result.failed == 0
