@@ -6,14 +6,13 @@ Every ratio compares two timings taken in this same run, on this machine.
     .venv/bin/python benchmarks/bench_attention.py
 """
 
-import statistics
-import time
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from minformers.attention import MultiHeadAttention, scaled_dot_product_attention
+from minformers.convert import load_torch_multihead_attention
+from minformers.measure import median_time
 from minformers.runtime import seed_everything
 
 B, H, D = 4, 4, 32
@@ -23,30 +22,14 @@ WARMUP, REPEATS = 2, 7
 
 
 def median_ms(function) -> float:
-    for _ in range(WARMUP):
-        function()
-    times = []
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return 1000 * statistics.median(times)
-
-
-def copy_into_torch(ours: MultiHeadAttention) -> nn.MultiheadAttention:
-    theirs = nn.MultiheadAttention(D_MODEL, H, batch_first=True)
-    projections = (ours.q_proj, ours.k_proj, ours.v_proj)
-    theirs.in_proj_weight.copy_(torch.cat([p.weight for p in projections]))  # q, k, v stacked on dim 0
-    theirs.in_proj_bias.copy_(torch.cat([p.bias for p in projections]))
-    theirs.out_proj.load_state_dict(ours.out_proj.state_dict())
-    return theirs.eval()
+    return 1000 * median_time(function, repeats=REPEATS, warmup=WARMUP)
 
 
 @torch.no_grad()
 def main() -> None:
     seed_everything(0, threads=1)
-    ours_mha = MultiHeadAttention(D_MODEL, H).eval()
-    torch_mha = copy_into_torch(ours_mha)
+    torch_mha = nn.MultiheadAttention(D_MODEL, H, batch_first=True).eval()
+    ours_mha = load_torch_multihead_attention(MultiHeadAttention(D_MODEL, H), torch_mha).eval()
     header = ("T", "ours sdpa", "torch sdpa", "ratio", "ours MHA", "torch MHA", "ratio")
     print("times in ms (median); ratio = ours / torch")
     print("{:>5} | {:>10} {:>10} {:>6} | {:>10} {:>10} {:>6}".format(*header))

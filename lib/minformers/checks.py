@@ -9,7 +9,7 @@ value received; it never shows the reference code. On success it prints one line
     >>> everything_allowed = lambda t, window: torch.ones(t, t, dtype=torch.bool)
     >>> check_sliding_window_mask(everything_allowed)
     Traceback (most recent call last):
-    minformers.checks.CheckFailed: check_sliding_window_mask, case 'window 1: each token sees only itself': values differ
+    minformers.checks.CheckFailed: check_sliding_window_mask, case 'window 1: each token sees only itself': ...
     ...
 """
 
