@@ -1,90 +1,109 @@
-"""Every exercise check passes a correct answer and fails the stub, the lib's own solution and plausible mistakes."""
+"""Every exercise check passes a correct answer and fails the stub, the lib's own solution and plausible mistakes.
 
+The correct answers here are written differently from both the lib and the chapters' solutions (loops rather
+than broadcasting), so they test the checks rather than repeat them.
+"""
+
+import inspect
 import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 
-from minformers import attention, checks, masks
+from minformers import checks, masks, positions
 
 
-# Correct answers, written differently from the lib (loops rather than broadcasting) so they test the check.
-def loop_sliding_window_mask(t, window):
+def loop_local_global_mask(t, window, global_positions):
     mask = torch.zeros(t, t, dtype=torch.bool)
     for query in range(t):
-        for key in range(max(0, query - window + 1), query + 1):
-            mask[query, key] = True
+        for key in range(t):
+            near = abs(query - key) <= window
+            mask[query, key] = near or query in global_positions or key in global_positions
     return mask
 
 
-def explicit_attention(q, k, v, mask):
-    scores = torch.einsum("...qd,...kd->...qk", q, k) / math.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
-    return torch.einsum("...qk,...kd->...qd", weights, v)
+def loop_sinusoidal_positions(length, d_model):
+    table = torch.zeros(length, d_model)
+    for position in range(length):
+        for pair in range(d_model // 2):
+            angle = position / 10000 ** (2 * pair / d_model)
+            table[position, 2 * pair] = math.sin(angle)
+            table[position, 2 * pair + 1] = math.cos(angle)
+    return table
 
 
 # Plausible wrong answers a learner might write.
-def off_by_one_window(t, window):  # lets each query see window + 1 keys
-    return loop_sliding_window_mask(t, window + 1)
+def globals_only_as_keys(t, window, global_positions):  # forgets that global tokens also attend everywhere
+    mask = loop_local_global_mask(t, window, [])
+    mask[:, list(global_positions)] = True
+    return mask
 
 
-def band_not_causal(t, window):  # forgets causality: sees the future too
-    distance = torch.arange(t)[:, None] - torch.arange(t)[None, :]
-    return distance.abs() < window
+def causal_window(t, window, global_positions):  # uses a causal window where Longformer's is two-sided
+    return loop_local_global_mask(t, window, global_positions) & torch.ones(t, t, dtype=torch.bool).tril()
 
 
-def float_mask(t, window):
-    return loop_sliding_window_mask(t, window).float()
+def float_mask(t, window, global_positions):
+    return loop_local_global_mask(t, window, global_positions).float()
 
 
-def unscaled_attention(q, k, v, mask):
-    return explicit_attention(q * math.sqrt(q.shape[-1]), k, v, mask)
+def sin_cos_swapped(length, d_model):
+    table = loop_sinusoidal_positions(length, d_model)
+    return table[:, [i ^ 1 for i in range(d_model)]]  # swaps each (sin, cos) pair
 
 
-def nan_on_empty_rows(q, k, v, mask):
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    return torch.softmax(scores, dim=-1) @ v
+def halves_not_interleaved(length, d_model):  # all sines, then all cosines
+    table = loop_sinusoidal_positions(length, d_model)
+    return torch.cat([table[:, 0::2], table[:, 1::2]], dim=1)
 
 
-def stub_mask(t, window):
-    raise NotImplementedError("True where key j is one of the `window` most recent positions up to query i")
+def exponent_without_two(length, d_model):  # 10000^(i/d) instead of 10000^(2i/d)
+    return loop_sinusoidal_positions(length, 2 * d_model)[:, :d_model]
 
 
-def stub_attention(q, k, v, mask):
-    raise NotImplementedError("softmax(q k^T / sqrt(d)) v")
+def stub_mask(t, window, global_positions):
+    raise NotImplementedError("True within `window` of the diagonal, and on the rows and columns of global tokens")
 
 
-def calls_lib_mask(t, window):
-    return masks.sliding_window_mask(t, window)
+def stub_positions(length, d_model):
+    raise NotImplementedError("sin on even channels, cos on odd ones")
 
 
-def calls_lib_attention(q, k, v, mask):
-    return attention.scaled_dot_product_attention(q, k, v, mask)
+def calls_lib_mask(t, window, global_positions):
+    return masks.local_global_mask(t, window, global_positions)
 
 
-def calls_torch_attention(q, k, v, mask):
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask).nan_to_num(0.0)
+def builds_from_lib_window(t, window, global_positions):  # half the job done by the lib's sliding window
+    mask = masks.sliding_window_mask(t, window, causal=False)
+    mask[list(global_positions), :] = True
+    mask[:, list(global_positions)] = True
+    return mask
+
+
+def calls_lib_positions(length, d_model):
+    return positions.sinusoidal_positions(length, d_model)
+
+
+def reads_lib_module(length, d_model):
+    return positions.SinusoidalPositions(length, d_model)(length)
 
 
 CHECKS = {
-    "mask": (checks.check_sliding_window_mask, loop_sliding_window_mask, stub_mask),
-    "attention": (checks.check_attention, explicit_attention, stub_attention),
+    "local_global_mask": (checks.check_local_global_mask, loop_local_global_mask, stub_mask),
+    "sinusoidal_positions": (checks.check_sinusoidal_positions, loop_sinusoidal_positions, stub_positions),
 }
 
 WRONG = [
-    (checks.check_sliding_window_mask, off_by_one_window, "values differ"),
-    (checks.check_sliding_window_mask, band_not_causal, "values differ"),
-    (checks.check_sliding_window_mask, float_mask, "expected dtype torch.bool"),
-    (checks.check_attention, unscaled_attention, "values differ"),
-    (checks.check_attention, nan_on_empty_rows, "fully masked query row"),
-    (checks.check_sliding_window_mask, calls_lib_mask, "calls the library's own solution"),
-    (checks.check_attention, calls_lib_attention, "calls the library's own solution"),
-    (checks.check_attention, calls_torch_attention, "calls the library's own solution"),
+    (checks.check_local_global_mask, globals_only_as_keys, "values differ"),
+    (checks.check_local_global_mask, causal_window, "values differ"),
+    (checks.check_local_global_mask, float_mask, "expected dtype torch.bool"),
+    (checks.check_sinusoidal_positions, sin_cos_swapped, "values differ"),
+    (checks.check_sinusoidal_positions, halves_not_interleaved, "values differ"),
+    (checks.check_sinusoidal_positions, exponent_without_two, "values differ"),
+    (checks.check_local_global_mask, calls_lib_mask, "calls the library's own solution"),
+    (checks.check_local_global_mask, builds_from_lib_window, "calls the library's own solution"),
+    (checks.check_sinusoidal_positions, calls_lib_positions, "calls the library's own solution"),
+    (checks.check_sinusoidal_positions, reads_lib_module, "calls the library's own solution"),
 ]
 
 
@@ -110,25 +129,26 @@ def test_check_fails_a_wrong_answer_and_says_why(check, wrong, reason):
 
 def test_failure_message_names_case_expected_and_received():
     with pytest.raises(checks.CheckFailed) as failure:
-        checks.check_sliding_window_mask(off_by_one_window)
+        checks.check_local_global_mask(globals_only_as_keys)
     message = str(failure.value)
-    assert "case 'window 1: each token sees only itself'" in message
-    assert "expected tensor of shape (5, 5)" in message and "received tensor" in message
+    assert "case 'one token, global'" not in message  # that case passes: the first failing one is named
+    assert "case '[CLS] global, window 1'" in message
+    assert "expected tensor of shape (5, 5)" in message and "received tensor of shape (5, 5)" in message
 
 
 def test_failure_message_never_shows_reference_source():
-    import inspect
-
-    reference_lines = [line.strip() for line in inspect.getsource(masks.sliding_window_mask).splitlines()]
-    code_lines = [line for line in reference_lines if line and not line.startswith(('"', "#", "def"))]
+    source = inspect.getsource(masks.local_global_mask) + inspect.getsource(masks.sliding_window_mask)
+    code_lines = {line.strip() for line in source.splitlines() if len(line.strip()) > 15}
     with pytest.raises(checks.CheckFailed) as failure:
-        checks.check_sliding_window_mask(band_not_causal)
-    assert not any(line in str(failure.value) for line in code_lines if len(line) > 12)
+        checks.check_local_global_mask(causal_window)
+    assert not any(line in str(failure.value) for line in code_lines)
 
 
 def test_references_work_again_after_a_check():
     with pytest.raises(checks.CheckFailed):
-        checks.check_attention(calls_lib_attention)
-    q = k = v = torch.randn(1, 3, 4)
-    torch.testing.assert_close(attention.scaled_dot_product_attention(q, k, v), F.scaled_dot_product_attention(q, k, v))
-    assert masks.sliding_window_mask(3, 1).equal(torch.eye(3, dtype=torch.bool))
+        checks.check_sinusoidal_positions(reads_lib_module)
+    with pytest.raises(checks.CheckFailed):
+        checks.check_local_global_mask(builds_from_lib_window)
+    torch.testing.assert_close(positions.sinusoidal_positions(3, 4), loop_sinusoidal_positions(3, 4))
+    assert masks.local_global_mask(3, 1, []).equal(loop_local_global_mask(3, 1, []))
+    assert positions.SinusoidalPositions(4, 4)(4).shape == (4, 4)

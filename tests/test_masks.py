@@ -1,10 +1,9 @@
 """Masks: hand-written expected matrices for tiny sizes (1 = may attend); errors name the argument."""
 
-
 import pytest
 import torch
 
-from minformers.masks import causal_mask, combine_masks, padding_mask, sliding_window_mask
+from minformers.masks import causal_mask, combine_masks, local_global_mask, padding_mask, sliding_window_mask
 
 
 def as_bool(rows):
@@ -94,3 +93,24 @@ def test_combine_nothing_is_none():
 def test_bad_arguments_are_named(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_local_global_with_two_global_tokens():
+    # Window 1 on each side; tokens 0 and 5 are global (their rows and columns are all True).
+    expected = as_bool(
+        [
+            [1, 1, 1, 1, 1, 1],
+            [1, 1, 1, 0, 0, 1],
+            [1, 1, 1, 1, 0, 1],
+            [1, 0, 1, 1, 1, 1],
+            [1, 0, 0, 1, 1, 1],
+            [1, 1, 1, 1, 1, 1],
+        ]
+    )
+    assert torch.equal(local_global_mask(6, window=1, global_positions=[0, 5]), expected)
+
+
+@pytest.mark.parametrize("bad", [[6], [-1], [1.0], [True]])
+def test_local_global_rejects_positions_outside_the_sequence(bad):
+    with pytest.raises(ValueError, match=r"global_positions must be ints in \[0, t=6\)"):
+        local_global_mask(6, window=1, global_positions=bad)

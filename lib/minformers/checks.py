@@ -6,21 +6,21 @@ would do the whole job) is made unavailable, so a submission that only calls it 
 On failure the check raises `CheckFailed` with a short message naming the case, the expected value and the
 value received; it never shows the reference code. On success it prints one line.
 
-    >>> everything_allowed = lambda t, window: torch.ones(t, t, dtype=torch.bool)
-    >>> check_sliding_window_mask(everything_allowed)
+    >>> everything_allowed = lambda t, window, global_positions: torch.ones(t, t, dtype=torch.bool)
+    >>> check_local_global_mask(everything_allowed)
     Traceback (most recent call last):
-    minformers.checks.CheckFailed: check_sliding_window_mask, case 'window 1: each token sees only itself': ...
+    minformers.checks.CheckFailed: check_local_global_mask, case 'no global tokens: a band of width 1 ...': ...
     ...
 """
 
 import contextlib
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 
-from minformers import attention, masks
+from minformers import masks, positions
 
 _BLOCKED = "minformers-reference-blocked"
 
@@ -124,53 +124,43 @@ def run_check(
     print(f"ok: {name} passed {len(cases)} cases")
 
 
-def check_sliding_window_mask(learner: Callable[[int, int], torch.Tensor]) -> None:
-    """Exercise: `learner(t, window)` returns the causal sliding-window mask of shape (t, t)."""
+def check_local_global_mask(learner: Callable[[int, int, list[int]], torch.Tensor]) -> None:
+    """Exercise: `learner(t, window, global_positions)` returns Longformer's local + global mask, (t, t)."""
     cases = [
-        Case("one token", (1, 1)),
-        Case("window 1: each token sees only itself", (5, 1)),
-        Case("window 2", (5, 2)),
-        Case("window 3 over 7 tokens", (7, 3)),
-        Case("window equal to the length (plain causal)", (4, 4)),
-        Case("window longer than the sequence", (4, 10)),
+        Case("one token, global", (1, 1, [0])),
+        Case("no global tokens: a band of width 1 on each side", (6, 1, [])),
+        Case("[CLS] global, window 1", (5, 1, [0])),
+        Case("window 2, a global token in the middle", (8, 2, [3])),
+        Case("first and last tokens global", (7, 1, [0, 6])),
+        Case("window wider than the sequence", (4, 10, [2])),
     ]
+    draw = random.Random(0)
+    for _ in range(3):
+        t = draw.randint(2, 24)
+        cases.append(Case(f"random: t={t}", (t, draw.randint(1, 5), sorted(draw.sample(range(t), k=2)))))
     run_check(
-        "check_sliding_window_mask",
+        "check_local_global_mask",
         learner,
-        lambda t, window: masks.sliding_window_mask(t, window),
+        masks.local_global_mask,
         cases,
-        blocked_functions=[masks.sliding_window_mask],
+        blocked_functions=[masks.local_global_mask, masks.sliding_window_mask],
     )
 
 
-def check_attention(learner: Callable) -> None:
-    """Exercise: `learner(q, k, v, mask)` is scaled dot-product attention; a fully masked row gives zeros."""
-    generator = torch.Generator().manual_seed(0)
-
-    def qkv(*shape_q, t_k=None):
-        *batch, t_q, d = shape_q
-        t_k = t_k or t_q
-        q = torch.randn(*batch, t_q, d, generator=generator)
-        k = torch.randn(*batch, t_k, d, generator=generator)
-        v = torch.randn(*batch, t_k, d, generator=generator)
-        return q, k, v
-
-    no_keys = torch.ones(4, 4, dtype=torch.bool)
-    no_keys[2] = False  # query 2 may attend nothing: its output must be zeros, not NaN
+def check_sinusoidal_positions(learner: Callable[[int, int], torch.Tensor]) -> None:
+    """Exercise: `learner(length, d_model)` returns the (length, d_model) sinusoidal encodings."""
     cases = [
-        Case("no mask, one head", (*qkv(3, 4), None)),
-        Case("no mask, batch of 2 with 3 heads", (*qkv(2, 3, 5, 8), None)),
-        Case("causal mask", (*qkv(2, 6, 4), masks.causal_mask(6))),
-        Case("padding mask (lengths 2 and 4)", (*qkv(2, 1, 4, 4), masks.padding_mask(torch.tensor([2, 4]), 4))),
-        Case("more keys than queries", (*qkv(1, 2, 3, t_k=5), None)),
-        Case("large head dimension (the scaling matters)", (*qkv(4, 64), None)),
-        Case("a fully masked query row", (*qkv(4, 4), no_keys)),
+        Case("one position, two channels", (1, 2)),
+        Case("3 positions, 4 channels", (3, 4)),
+        Case("10 positions, 8 channels", (10, 8)),
+        Case("a long sequence (slow frequencies matter)", (512, 64)),
     ]
     run_check(
-        "check_attention",
+        "check_sinusoidal_positions",
         learner,
-        lambda q, k, v, mask: attention.scaled_dot_product_attention(q, k, v, mask),
+        positions.sinusoidal_positions,
         cases,
-        blocked_functions=[attention.scaled_dot_product_attention],
-        blocked_attributes=[(F, "scaled_dot_product_attention"), (F, "multi_head_attention_forward")],
+        blocked_functions=[positions.sinusoidal_positions],
+        blocked_attributes=[(positions.SinusoidalPositions, "forward")],
+        atol=1e-4,  # float32 sin/cos of arguments up to 512, computed in a different order
     )

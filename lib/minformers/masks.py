@@ -97,6 +97,28 @@ def sliding_window_mask(
     return (key - query).abs() <= window
 
 
+def local_global_mask(t: int, window: int, global_positions, device=None) -> torch.Tensor:
+    """Longformer's pattern: a window of ``window`` keys on each side, plus global tokens. Returns (T, T) bool.
+
+    A global token (such as [CLS]) attends to every position, and every position attends to it, so
+    information can cross the whole sequence in two steps while the cost stays O(T * window).
+
+    >>> local_global_mask(5, window=1, global_positions=[0]).long()
+    tensor([[1, 1, 1, 1, 1],
+            [1, 1, 1, 0, 0],
+            [1, 1, 1, 1, 0],
+            [1, 0, 1, 1, 1],
+            [1, 0, 0, 1, 1]])
+    """
+    local = sliding_window_mask(t, window, causal=False, device=device)
+    positions = list(global_positions)
+    if any(isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < t for p in positions):
+        raise ValueError(f"global_positions must be ints in [0, t={t}), got {positions}")
+    is_global = torch.zeros(t, dtype=torch.bool, device=device)
+    is_global[positions] = True
+    return local | is_global[:, None] | is_global[None, :]  # (T, T) | (T, 1) | (1, T)
+
+
 def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
     """Logical AND of bool masks, with broadcasting; ``None`` entries are skipped.
 
