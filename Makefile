@@ -12,7 +12,7 @@ PORT   ?= 8000
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install book test check unit book-tests notebooks serve lint clean bench lock
+.PHONY: install book test check unit book-tests notebooks student grade serve lint clean bench lock
 
 install: $(STAMP)
 
@@ -21,6 +21,9 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	$(BIN)/python -m pip install --quiet --no-deps -e .
+	@# JupyterLab opens the chapters' .md files as notebooks (jupytext), not as text
+	mkdir -p $(VENV)/share/jupyter/lab/settings
+	cp tools/jupyterlab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	@touch $@
 
 # Build the site: executes every chapter, writes _build/timings.json, fails on any error or blown budget.
@@ -33,6 +36,7 @@ test: $(STAMP)
 	  "lint=$(BIN)/ruff check ." \
 	  "unit tests=$(BIN)/python -m pytest -m 'not book'" \
 	  "book build=$(BIN)/python tools/build_book.py" \
+	  "student edition=$(BIN)/python tools/student.py" \
 	  "book tests=$(BIN)/python -m pytest -m book"
 
 # Fast subset for development (under 2 minutes): lint and unit tests, no book build.
@@ -49,6 +53,16 @@ book-tests: $(STAMP)
 # .ipynb copies of every chapter in notebooks/, for local Jupyter.
 notebooks: $(STAMP)
 	$(BIN)/python tools/notebooks.py notebooks
+
+# The student edition in _build/student/: notebooks without solutions, a student site, the lib and its checks.
+student: $(STAMP)
+	@test -f _build/timings.json || $(MAKE) book
+	$(BIN)/python tools/student.py
+
+# Grade submitted notebooks: SUBMISSIONS holds one folder per student. Writes _build/grades/.
+grade: $(STAMP)
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-with-one-folder-per-student"; exit 2; }
+	$(BIN)/python tools/grade.py "$(SUBMISSIONS)"
 
 serve:
 	@test -f _build/html/index.html || { echo "no site yet: run 'make book' first"; exit 1; }

@@ -3,6 +3,7 @@
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -25,7 +26,10 @@ def toc_pages() -> list[str]:
 
 
 def code_pages() -> list[str]:
-    return [name for name in toc_pages() if "```{code-cell}" in (ROOT / f"{name}.md").read_text()]
+    sys.path.insert(0, str(ROOT / "tools"))
+    from notebooks import is_notebook
+
+    return [name for name in toc_pages() if is_notebook(ROOT / f"{name}.md")]
 
 
 @pytest.fixture(scope="module")
@@ -79,3 +83,26 @@ def test_no_page_output_shows_a_warning_or_traceback():
             for output in cell.get("outputs", []):
                 if output.output_type == "stream" and output.name == "stderr":
                     pytest.fail(f"{name}: stderr output in a cell:\n{output.text[:500]}")
+
+
+def test_every_check_cell_passed_against_the_solution():
+    for name in code_pages():
+        notebook = nbformat.read(BUILD / "jupyter_execute" / f"{name}.ipynb", as_version=4)
+        for cell in notebook.cells:
+            if cell.cell_type == "code" and "checks.check_" in cell.source:
+                text = "".join(output.get("text", "") for output in cell.outputs)
+                assert text.startswith("ok: "), f"{name}: {cell.source!r} printed {text!r}"
+
+
+def test_local_notebooks_hold_the_code_the_build_executed(tmp_path):
+    """`make notebooks` writes to notebooks/, a sibling of book/, so relative paths resolve as in the build
+    (myst-nb executes each page from its own folder); the code is the same, so it runs the same."""
+    import notebooks
+
+    assert (ROOT / "notebooks").parent == (ROOT / "book").parent
+    notebooks.main(tmp_path)
+    for source in notebooks.chapters():
+        local = nbformat.read(tmp_path / f"{source.stem}.ipynb", as_version=4)
+        built = nbformat.read(BUILD / "jupyter_execute" / "book" / f"{source.stem}.ipynb", as_version=4)
+        code = [[cell.source for cell in nb.cells if cell.cell_type == "code"] for nb in (local, built)]
+        assert code[0] == code[1]

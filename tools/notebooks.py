@@ -12,15 +12,21 @@ from pathlib import Path
 import jupytext
 import yaml
 
+from build_book import front_matter
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def is_notebook(source: Path) -> bool:
+    """A page is a notebook when its front matter names a kernel; other pages are plain MyST text."""
+    return "kernelspec" in front_matter(source)
+
+
 def chapters() -> list[Path]:
-    """The chapter sources listed in _toc.yml that hold code, in reading order."""
+    """The notebook pages listed in _toc.yml, in reading order."""
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     names = [toc["root"]] + [chapter["file"] for part in toc.get("parts", []) for chapter in part["chapters"]]
-    sources = [ROOT / f"{name}.md" for name in names]
-    return [source for source in sources if "```{code-cell}" in source.read_text()]
+    return [ROOT / f"{name}.md" for name in names if is_notebook(ROOT / f"{name}.md")]
 
 
 def main(output: Path) -> None:

@@ -26,7 +26,15 @@ _BLOCKED = "minformers-reference-blocked"
 
 
 class CheckFailed(AssertionError):
-    """An exercise check failed; the message says which case and why."""
+    """An exercise check failed; the message says which case and why.
+
+    `kind` says how, for graders: "not attempted" (the stub is still there), "calls reference" (the learner's
+    function used the library's solution), "raised" (it raised an exception) or "wrong" (a value differs).
+    """
+
+    def __init__(self, message: str, kind: str):
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass
@@ -108,18 +116,21 @@ def run_check(
             with _unavailable(blocked_functions, list(blocked_attributes)):
                 received = learner(*case.args, **case.kwargs)
         except NotImplementedError as error:
-            raise CheckFailed(f"{name}: not attempted yet ({error})") from None
+            raise CheckFailed(f"{name}: not attempted yet ({error})", "not attempted") from None
         except Exception as error:
             if _called_reference(error):
                 raise CheckFailed(
-                    f"{name}: your function calls the library's own solution; write the computation yourself"
+                    f"{name}: your function calls the library's own solution; write the computation yourself",
+                    "calls reference",
                 ) from None
-            raise CheckFailed(f"{name}, case '{case.name}': raised {type(error).__name__}: {error}") from None
+            message = f"{name}, case '{case.name}': raised {type(error).__name__}: {error}"
+            raise CheckFailed(message, "raised") from None
         problem = _mismatch(expected, received, atol)
         if problem:
             raise CheckFailed(
                 f"{name}, case '{case.name}': {problem}\n"
-                f"  expected {_describe(expected)}\n  received {_describe(received)}"
+                f"  expected {_describe(expected)}\n  received {_describe(received)}",
+                "wrong",
             )
     print(f"ok: {name} passed {len(cases)} cases")
 

@@ -1,0 +1,150 @@
+"""The exercise convention, the student edition (no solution may leak), and the local notebooks."""
+
+import html
+import inspect
+import json
+import re
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from minformers import checks
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+from exercises import ConventionError, exercises, read, solution_lines, student_version  # noqa: E402
+from notebooks import chapters  # noqa: E402
+
+FIXTURE = Path(__file__).parent / "fixtures" / "exercise_page.md"
+STUDENT = ROOT / "_build" / "student"
+
+
+def test_student_version_keeps_exercises_and_stubs_and_drops_solutions():
+    student = student_version(read(FIXTURE))
+    text = "\n".join(cell.source for cell in student.cells)
+    assert "{exercise} Local and global attention" in text and "{exercise} A written question" in text
+    assert 'def my_mask(t, window, global_positions): raise NotImplementedError("a band' in text
+    assert "checks.check_local_global_mask(my_mask)" in text
+    assert "{solution" not in text
+    for line in solution_lines(read(FIXTURE)):
+        assert line not in text.splitlines(), line
+    assert all(cell.get("outputs", []) == [] for cell in student.cells if cell.cell_type == "code")
+
+
+def test_solution_lines_cover_code_and_prose():
+    lines = solution_lines(read(FIXTURE))
+    assert "A distinctive sentence of solution prose that must never reach a student." in lines
+    assert "Another distinctive solution sentence: attention is blind to order." in lines
+    assert "return near | special[:, None] | special[None, :]" in lines
+    assert ":class: dropdown" not in lines
+
+
+def test_exercises_pair_each_stub_with_its_check():
+    found = [(e.function, e.check) for e in exercises(read(FIXTURE))]
+    assert found == [("my_mask", "check_local_global_mask"), ("my_positions", "check_sinusoidal_positions")]
+
+
+@pytest.mark.parametrize(
+    "markdown, reason",
+    [
+        ("```{solution-start} ex\n:class: dropdown\n```\nnever ended", "has no {solution-end}"),
+        ("```{solution} ex\nnever closed", "not closed"),
+        (":::{admonition} see the {solution} below\n:::", "unrecognised solution markup"),
+    ],
+)
+def test_markup_outside_the_convention_is_an_error(markdown, reason):
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(markdown)])
+    with pytest.raises(ConventionError, match=re.escape(reason)):
+        student_version(notebook)
+
+
+def every_chapter_exercise():
+    return [(source.stem, exercise) for source in chapters() for exercise in exercises(read(source))]
+
+
+@pytest.mark.parametrize("chapter, exercise", every_chapter_exercise(), ids=lambda value: str(value)[:40])
+def test_every_chapter_stub_fails_its_check(chapter, exercise):
+    namespace = {}
+    exec(exercise.stub, namespace)
+    with pytest.raises(checks.CheckFailed) as failure:
+        getattr(checks, exercise.check)(namespace[exercise.function])
+    assert failure.value.kind == "not attempted"
+
+
+def test_every_check_is_used_by_a_chapter():
+    used = {exercise.check for _, exercise in every_chapter_exercise()}
+    defined = {name for name, _ in inspect.getmembers(checks, inspect.isfunction) if name.startswith("check_")}
+    assert defined == used, f"checks no chapter uses: {defined - used}; used but missing: {used - defined}"
+
+
+class _Text(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.parts = []
+
+    def handle_data(self, data):
+        self.parts.append(data)
+
+
+def readable_text(path: Path) -> str:
+    """What a person could read in a file: HTML without tags, notebooks' sources and outputs, else the text."""
+    raw = path.read_text(errors="ignore")
+    if path.suffix == ".html":
+        parser = _Text()
+        parser.feed(raw)
+        return html.unescape("".join(parser.parts))
+    if path.suffix == ".ipynb":
+        notebook = json.loads(raw)
+        return json.dumps(notebook, ensure_ascii=False).replace("\\n", "\n").replace('\\"', '"')
+    return raw
+
+
+def fragments(line: str) -> list[str]:
+    """The parts of a solution line a leak would reproduce verbatim: the whole line, or for prose with math,
+    each stretch of plain text (math is rendered differently on the site, so it is matched without it)."""
+    if "$" not in line:
+        return [line]
+    return [part.strip() for part in re.split(r"\$[^$]*\$", line) if len(part.strip()) >= 25]
+
+
+@pytest.mark.book
+def test_no_solution_leaks_into_the_student_edition():
+    if not STUDENT.exists():
+        pytest.fail("no _build/student: run `make student` before the book tests")
+    needles = set()
+    for source in chapters():
+        chapter = read(source)
+        # Not leaks: a line the chapter also shows outside its solutions (`with torch.no_grad():`), a line
+        # inside a stub (the function's signature, meant to be seen), and a fragment too short to identify
+        # anything (a lone `return x` occurs in any code base).
+        shown = {line.strip() for cell in student_version(chapter).cells for line in cell.source.splitlines()}
+        stubs = [exercise.stub for exercise in exercises(chapter)]
+        needles |= {
+            fragment
+            for line in solution_lines(chapter)
+            if line not in shown and not any(line in stub for stub in stubs)
+            for fragment in fragments(line)
+            if len(fragment) >= 12
+        }
+    assert len(needles) >= 10, "the scan found almost no solution lines: is the convention being read?"
+    files = [path for path in STUDENT.rglob("*") if path.is_file() and path.suffix not in {".png", ".woff2"}]
+    assert any(path.suffix == ".ipynb" for path in files) and any(path.suffix == ".html" for path in files)
+    leaks = []
+    for path in files:
+        text = readable_text(path)
+        leaks += [f"{path.relative_to(STUDENT)}: {needle}" for needle in needles if needle in text]
+    assert not leaks, "\n".join(leaks[:20])
+
+
+@pytest.mark.book
+def test_student_notebooks_keep_every_exercise_as_a_stub():
+    for source in chapters():
+        notebook = nbformat.read(STUDENT / "notebooks" / f"{source.stem}.ipynb", as_version=4)
+        code = [cell.source for cell in notebook.cells if cell.cell_type == "code"]
+        for exercise in exercises(read(source)):
+            assert exercise.stub in code
+        assert all(not cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code")
