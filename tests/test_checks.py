@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from minformers import checks, masks, positions
+from minformers import bpe, checks, masks, positions
 
 
 def loop_local_global_mask(t, window, global_positions):
@@ -32,7 +32,40 @@ def loop_sinusoidal_positions(length, d_model):
     return table
 
 
+def loop_merge_pair(ids, pair, new_id):
+    out = list(ids)
+    position = 0
+    while position < len(out) - 1:
+        if (out[position], out[position + 1]) == tuple(pair):
+            out[position : position + 2] = [new_id]
+        position += 1
+    return out
+
+
 # Plausible wrong answers a learner might write.
+def merge_first_only(ids, pair, new_id):  # stops after the first occurrence
+    for position in range(len(ids) - 1):
+        if (ids[position], ids[position + 1]) == pair:
+            return ids[:position] + [new_id] + ids[position + 2 :]
+    return list(ids)
+
+
+def merge_from_the_right(ids, pair, new_id):  # [7, 7, 7] -> [7, 8] instead of [8, 7]
+    return loop_merge_pair(ids[::-1], pair[::-1], new_id)[::-1]
+
+
+def merge_returns_tuple(ids, pair, new_id):
+    return tuple(loop_merge_pair(ids, pair, new_id))
+
+
+def stub_merge(ids, pair, new_id):
+    raise NotImplementedError("scan left to right; on a match emit new_id and skip two")
+
+
+def calls_lib_merge(ids, pair, new_id):
+    return bpe.merge_pair(ids, pair, new_id)
+
+
 def globals_only_as_keys(t, window, global_positions):  # forgets that global tokens also attend everywhere
     mask = loop_local_global_mask(t, window, [])
     mask[:, list(global_positions)] = True
@@ -91,6 +124,7 @@ def reads_lib_module(length, d_model):
 CHECKS = {
     "local_global_mask": (checks.check_local_global_mask, loop_local_global_mask, stub_mask),
     "sinusoidal_positions": (checks.check_sinusoidal_positions, loop_sinusoidal_positions, stub_positions),
+    "merge_pair": (checks.check_merge_pair, loop_merge_pair, stub_merge),
 }
 
 WRONG = [
@@ -104,6 +138,10 @@ WRONG = [
     (checks.check_local_global_mask, builds_from_lib_window, "calls the library's own solution"),
     (checks.check_sinusoidal_positions, calls_lib_positions, "calls the library's own solution"),
     (checks.check_sinusoidal_positions, reads_lib_module, "calls the library's own solution"),
+    (checks.check_merge_pair, merge_first_only, "values differ"),
+    (checks.check_merge_pair, merge_from_the_right, "overlapping occurrences"),
+    (checks.check_merge_pair, merge_returns_tuple, "expected a list, received tuple"),
+    (checks.check_merge_pair, calls_lib_merge, "calls the library's own solution"),
 ]
 
 

