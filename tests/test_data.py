@@ -54,3 +54,22 @@ def test_gpt2_bpe_files_hold_50257_tokens_and_50000_merges():
     assert len(json.loads(encoder_json.read_text())) == 50257
     merges = vocab_bpe.read_text(encoding="utf-8").splitlines()[1:]  # the first line is a version header
     assert len([line for line in merges if line]) == 50000
+
+
+def test_movie_reviews_and_their_fixed_split():
+    reviews = data.movie_reviews()
+    assert len(reviews) == 10605 and all(-4 <= rating <= 4 for _, rating in reviews)
+    splits = data.movie_review_splits()
+    texts = {name: {text for text, _ in part} for name, part in splits.items()}
+    assert not texts["train"] & texts["test"] and not texts["dev"] & texts["test"]
+    assert sum(len(part) for part in splits.values()) == len({text for text, rating in reviews if rating != 0})
+    assert splits == data.movie_review_splits()  # the same split every time
+    positive = sum(label for _, label in splits["train"]) / len(splits["train"])
+    assert 0.45 < positive < 0.55
+
+
+def test_bbc_news_has_2225_articles_in_five_topics():
+    articles = data.bbc_news()
+    assert len(articles) == 2225
+    assert {article["topic"] for article in articles} == {"business", "entertainment", "politics", "sports", "tech"}
+    assert articles[0]["title"] == "Ad sales boost Time Warner profit" and "TimeWarner" in articles[0]["text"]

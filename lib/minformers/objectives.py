@@ -1,0 +1,163 @@
+"""Pretraining objectives as data transformations: what the model sees, and what it must predict.
+
+- Masked language modelling (BERT): choose a fraction p of the ordinary tokens; of those, 80% become [MASK],
+  10% a random token and 10% stay as they are; predict the original token at the chosen positions only.
+- Next sentence prediction (BERT): `[CLS] A [SEP] B [SEP]`, where B follows A in the corpus half the time and
+  is a sentence from another document otherwise.
+
+Labels use -100 for "not predicted here", the value torch's cross-entropy ignores by default.
+
+    >>> generator = torch.Generator().manual_seed(0)
+    >>> ids = torch.tensor([[2, 10, 11, 12, 13, 14, 15, 16, 17, 3]])   # 2 = [CLS], 3 = [SEP]
+    >>> masked, labels = mask_tokens(ids, vocab_size=20, mask_id=4, special_ids=[0, 1, 2, 3, 4], p=0.5,
+    ...                              generator=generator)
+    >>> bool(((labels == -100) | (labels == ids)).all())   # labels are the originals, where predicted
+    True
+    >>> bool((masked[:, [0, -1]] == ids[:, [0, -1]]).all())  # [CLS] and [SEP] are never chosen
+    True
+"""
+
+import random
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+IGNORE = -100  # the label of a position that is not predicted; torch.nn.functional.cross_entropy skips it
+
+
+def _check_probability(name: str, value: float) -> None:
+    if not 0.0 < value < 1.0:
+        raise ValueError(f"{name} must be in (0, 1), got {value}")
+
+
+def mask_tokens(
+    input_ids: torch.Tensor,
+    vocab_size: int,
+    mask_id: int,
+    special_ids: Iterable[int],
+    p: float = 0.15,
+    split: tuple[float, float, float] = (0.8, 0.1, 0.1),
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT's masking. Returns (masked input_ids, labels), both shaped like `input_ids`.
+
+    Each token that is not special (never [CLS], [SEP], [PAD], [MASK], ...) is chosen independently with
+    probability `p`. A chosen token becomes [MASK] with probability split[0], a random ordinary token with
+    split[1], and stays itself with split[2]; its label is the original id. Every other label is -100. The
+    random and unchanged cases keep the model from learning that only [MASK] positions matter, since at
+    fine-tuning time there is no [MASK] at all.
+
+    Call it once per batch for dynamic masking (RoBERTa), or once for the whole dataset for static masking.
+    """
+    if input_ids.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"input_ids must be an integer tensor, got {input_ids.dtype}")
+    _check_probability("p", p)
+    if len(split) != 3 or any(share < 0 for share in split) or abs(sum(split) - 1.0) > 1e-6:
+        raise ValueError(f"split must be three non-negative shares (mask, random, keep) summing to 1, got {split}")
+    if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= vocab_size):
+        low, high = input_ids.min().item(), input_ids.max().item()
+        raise ValueError(f"input_ids must lie in [0, vocab_size={vocab_size}), got values from {low} to {high}")
+    special = torch.tensor(sorted(set(special_ids)), dtype=input_ids.dtype)
+    if not 0 <= mask_id < vocab_size or mask_id not in special:
+        raise ValueError(f"mask_id must be a special id in [0, vocab_size={vocab_size}), got {mask_id}")
+    ordinary = torch.ones(vocab_size, dtype=torch.bool)
+    ordinary[special] = False
+    replacements = ordinary.nonzero().squeeze(1)  # the ids a "random token" may be
+
+    def uniform() -> torch.Tensor:
+        return torch.rand(input_ids.shape, generator=generator)
+
+    chosen = (uniform() < p) & ~torch.isin(input_ids, special)
+    kind = uniform()  # one draw per position decides [MASK], random or keep
+    to_mask = chosen & (kind < split[0])
+    to_randomise = chosen & (kind >= split[0]) & (kind < split[0] + split[1])
+    random_ids = replacements[torch.randint(len(replacements), input_ids.shape, generator=generator)]
+
+    masked = input_ids.clone()
+    masked[to_mask] = mask_id
+    masked[to_randomise] = random_ids[to_randomise]
+    labels = torch.where(chosen, input_ids, torch.full_like(input_ids, IGNORE))
+    return masked, labels
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split prose into sentences at ., ! or ? (or one inside a closing quote), then whitespace and a capital
+    letter, digit or quote.
+
+    >>> split_sentences("Profits rose 5%. Shares fell! Is it over? Mr. Smith said no.")
+    ['Profits rose 5%.', 'Shares fell!', 'Is it over?', 'Mr.', 'Smith said no.']
+
+    A rule this simple splits after abbreviations such as "Mr."; NSP only needs sentences that are mostly whole.
+    """
+    end = r"(?:(?<=[.!?])|(?<=[.!?][\"']))"  # the mark may sit inside a closing quote: ...said "Go." Then
+    pieces = re.split(end + r"\s+(?=[A-Z0-9\"'])", text.strip())
+    return [piece.strip() for piece in pieces if piece.strip()]
+
+
+@dataclass(frozen=True)
+class SentencePair:
+    input_ids: list[int]  # [CLS] A [SEP] B [SEP]
+    segment_ids: list[int]  # 0 for [CLS], A and the first [SEP]; 1 for B and the last [SEP]
+    is_next: int  # 1 if B follows A in the corpus, 0 if B was drawn from another document
+
+
+def _truncate_pair(first: list[int], second: list[int], budget: int) -> tuple[list[int], list[int]]:
+    """Drop tokens from the end of the longer segment until both fit in `budget` tokens together."""
+    first, second = list(first), list(second)
+    while len(first) + len(second) > budget:
+        longer = first if len(first) >= len(second) else second
+        longer.pop()
+    return first, second
+
+
+def sentence_pairs(
+    documents: Sequence[Sequence[list[int]]], max_len: int, cls_id: int, sep_id: int, rng: random.Random
+) -> list[SentencePair]:
+    """NSP examples from tokenized documents (each a list of sentences, each a list of ids).
+
+    Every sentence that has a successor in its document starts one pair. With probability 1/2, B is that
+    successor (is_next=1); otherwise B is a random sentence of a different document (is_next=0). Pairs longer
+    than `max_len` are cut from the end of the longer segment, so neither loses more than it must.
+    """
+    if max_len < 5:
+        raise ValueError(f"max_len must be >= 5 to hold [CLS] A [SEP] B [SEP], got {max_len}")
+    if sum(1 for document in documents if document) < 2:
+        raise ValueError("documents must hold at least two non-empty documents, to draw random sentences from")
+    pairs = []
+    for index, document in enumerate(documents):
+        for position in range(len(document) - 1):
+            first, is_next = document[position], int(rng.random() < 0.5)
+            if is_next:
+                second = document[position + 1]
+            else:
+                other = rng.randrange(len(documents) - 1)
+                other_document = documents[other + (other >= index)]  # any document but this one
+                while not other_document:
+                    other_document = documents[rng.randrange(len(documents))]
+                second = rng.choice(other_document)
+            first, second = _truncate_pair(first, second, max_len - 3)
+            input_ids = [cls_id, *first, sep_id, *second, sep_id]
+            segment_ids = [0] * (len(first) + 2) + [1] * (len(second) + 1)
+            pairs.append(SentencePair(input_ids, segment_ids, is_next))
+    return pairs
+
+
+def pad(sequences: Sequence[list[int]], pad_id: int, length: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad id lists into a (B, T) tensor; returns (ids, attention_mask) with 1 on real tokens.
+
+    >>> pad([[5, 6, 7], [8]], pad_id=0)
+    (tensor([[5, 6, 7],
+            [8, 0, 0]]), tensor([[1, 1, 1],
+            [1, 0, 0]]))
+    """
+    length = max(map(len, sequences)) if length is None else length
+    ids = torch.full((len(sequences), length), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(sequences), length), dtype=torch.long)
+    for row, sequence in enumerate(sequences):
+        if len(sequence) > length:
+            raise ValueError(f"a sequence of {len(sequence)} ids does not fit length={length}")
+        ids[row, : len(sequence)] = torch.tensor(sequence, dtype=torch.long)
+        attention_mask[row, : len(sequence)] = 1
+    return ids, attention_mask
