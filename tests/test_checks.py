@@ -121,10 +121,47 @@ def reads_lib_module(length, d_model):
     return positions.SinusoidalPositions(length, d_model)(length)
 
 
+def bernoulli_masking(ids, vocab_size, mask_id, special_ids, p, generator, split=(0.8, 0.1, 0.1), skip=True):
+    chosen = torch.rand(ids.shape, generator=generator) < p
+    if skip:
+        chosen &= ~torch.isin(ids, torch.tensor(special_ids))
+    kind = torch.rand(ids.shape, generator=generator)
+    random_ids = torch.randint(max(special_ids) + 1, vocab_size, ids.shape, generator=generator)
+    masked = ids.clone()
+    masked[chosen & (kind < split[0])] = mask_id
+    randomise = chosen & (kind >= split[0]) & (kind < split[0] + split[1])
+    masked[randomise] = random_ids[randomise]
+    return masked, torch.where(chosen, ids, torch.full_like(ids, -100))
+
+
+def mask_everything_chosen(ids, vocab_size, mask_id, special_ids, p, generator):  # 15%, but no 80/10/10
+    return bernoulli_masking(ids, vocab_size, mask_id, special_ids, p, generator, split=(1.0, 0.0, 0.0))
+
+
+def masks_specials_too(ids, vocab_size, mask_id, special_ids, p, generator):
+    return bernoulli_masking(ids, vocab_size, mask_id, special_ids, p, generator, skip=False)
+
+
+def labels_everywhere(ids, vocab_size, mask_id, special_ids, p, generator):
+    masked, _ = bernoulli_masking(ids, vocab_size, mask_id, special_ids, p, generator)
+    return masked, ids.clone()
+
+
+def stub_masking(ids, vocab_size, mask_id, special_ids, p, generator):
+    raise NotImplementedError("choose with probability p, then 80% [MASK], 10% random, 10% unchanged")
+
+
+def calls_lib_masking(ids, vocab_size, mask_id, special_ids, p, generator):
+    from minformers.objectives import mask_tokens
+
+    return mask_tokens(ids, vocab_size, mask_id, special_ids, p, generator=generator)
+
+
 CHECKS = {
     "local_global_mask": (checks.check_local_global_mask, loop_local_global_mask, stub_mask),
     "sinusoidal_positions": (checks.check_sinusoidal_positions, loop_sinusoidal_positions, stub_positions),
     "merge_pair": (checks.check_merge_pair, loop_merge_pair, stub_merge),
+    "mlm_masking": (checks.check_mlm_masking, bernoulli_masking, stub_masking),
 }
 
 WRONG = [
@@ -142,6 +179,10 @@ WRONG = [
     (checks.check_merge_pair, merge_from_the_right, "overlapping occurrences"),
     (checks.check_merge_pair, merge_returns_tuple, "expected a list, received tuple"),
     (checks.check_merge_pair, calls_lib_merge, "calls the library's own solution"),
+    (checks.check_mlm_masking, mask_everything_chosen, r"replaced by \[MASK\]': expected a share of 0.800"),
+    (checks.check_mlm_masking, masks_specials_too, "special tokens and padding are never chosen"),
+    (checks.check_mlm_masking, labels_everywhere, "labels hold the original id where chosen|never chosen"),
+    (checks.check_mlm_masking, calls_lib_masking, "calls the library's own solution"),
 ]
 
 

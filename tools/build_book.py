@@ -10,6 +10,7 @@ warning fails the build. Then it reads `_build/timings.json` (written by tools/b
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -68,6 +69,8 @@ def check_timings(root: Path, timings: dict) -> tuple[list[str], str]:
 
 def build(root: Path) -> int:
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
+    # Pages share trained models through _build/checkpoints within one build; a new build retrains them all.
+    shutil.rmtree(root / "_build" / "checkpoints", ignore_errors=True)
     started = time.perf_counter()
     # Pages see MINFORMERS_BUILD: training loops then print a line per evaluation instead of redrawing a bar.
     environment = {**os.environ, "MINFORMERS_BUILD": "1"}

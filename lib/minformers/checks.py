@@ -14,13 +14,14 @@ value received; it never shows the reference code. On success it prints one line
 """
 
 import contextlib
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
-from minformers import bpe, masks, positions
+from minformers import bpe, masks, objectives, positions
 
 _BLOCKED = "minformers-reference-blocked"
 
@@ -108,6 +109,23 @@ def _mismatch(expected, received, atol: float) -> str | None:
     return None
 
 
+def _call_learner(name: str, learner: Callable, case: Case, blocked_functions, blocked_attributes=()):
+    """Run the learner's function on one case with the references unavailable; turn failures into CheckFailed."""
+    try:
+        with _unavailable(blocked_functions, list(blocked_attributes)):
+            return learner(*case.args, **case.kwargs)
+    except NotImplementedError as error:
+        raise CheckFailed(f"{name}: not attempted yet ({error})", "not attempted") from None
+    except Exception as error:
+        if _called_reference(error):
+            raise CheckFailed(
+                f"{name}: your function calls the library's own solution; write the computation yourself",
+                "calls reference",
+            ) from None
+        message = f"{name}, case '{case.name}': raised {type(error).__name__}: {error}"
+        raise CheckFailed(message, "raised") from None
+
+
 def run_check(
     name: str,
     learner: Callable,
@@ -120,19 +138,7 @@ def run_check(
     """Compare `learner` with `reference` on every case; raise CheckFailed on the first difference."""
     for case in cases:
         expected = reference(*case.args, **case.kwargs)
-        try:
-            with _unavailable(blocked_functions, list(blocked_attributes)):
-                received = learner(*case.args, **case.kwargs)
-        except NotImplementedError as error:
-            raise CheckFailed(f"{name}: not attempted yet ({error})", "not attempted") from None
-        except Exception as error:
-            if _called_reference(error):
-                raise CheckFailed(
-                    f"{name}: your function calls the library's own solution; write the computation yourself",
-                    "calls reference",
-                ) from None
-            message = f"{name}, case '{case.name}': raised {type(error).__name__}: {error}"
-            raise CheckFailed(message, "raised") from None
+        received = _call_learner(name, learner, case, blocked_functions, blocked_attributes)
         problem = _mismatch(expected, received, atol)
         if problem:
             raise CheckFailed(
@@ -201,3 +207,53 @@ def check_merge_pair(learner: Callable[[list[int], tuple[int, int], int], list[i
         ids = [draw.randint(0, 3) for _ in range(length)]
         cases.append(Case(f"random: {length} ids from 0..3", (ids, (ids[0], ids[1]), 256)))
     run_check("check_merge_pair", learner, bpe.merge_pair, cases, blocked_functions=[bpe.merge_pair])
+
+
+def _share_within_bounds(name: str, what: str, count: int, total: int, p: float) -> None:
+    """Raise CheckFailed unless count/total lies in the two-sided 99.9% interval of Binomial(total, p)."""
+    spread = 3.29 * math.sqrt(p * (1 - p) / total)
+    if abs(count / total - p) > spread:
+        raise CheckFailed(
+            f"{name}, case '{what}': expected a share of {p:.3f} (within +-{spread:.3f} by chance), "
+            f"received {count / total:.3f} ({count:,} of {total:,})",
+            "wrong",
+        )
+
+
+def check_mlm_masking(learner: Callable) -> None:
+    """Exercise: `learner(input_ids, vocab_size, mask_id, special_ids, p, generator)` -> (masked, labels), BERT's
+    80/10/10 masking. The result is random, so it is checked by its statistics over 100k+ tokens, each of which
+    must fall inside the 99.9% binomial interval around BERT's rate, and by rules that hold at every position."""
+    name, vocab_size, mask_id, special_ids, p = "check_mlm_masking", 1000, 4, [0, 1, 2, 3, 4], 0.15
+    draw = torch.Generator().manual_seed(0)
+    input_ids = torch.randint(5, vocab_size, (500, 256), generator=draw)
+    input_ids[:, 0], input_ids[:, -1], input_ids[::3, 200:] = 2, 3, 0  # [CLS], [SEP], padding
+    case = Case("500 sequences of 256 tokens, p = 0.15", (input_ids.clone(), vocab_size, mask_id, special_ids, p, draw))
+    received = _call_learner(name, learner, case, [objectives.mask_tokens])
+    if not (isinstance(received, tuple) and len(received) == 2 and all(isinstance(t, torch.Tensor) for t in received)):
+        raise CheckFailed(f"{name}: expected a pair of tensors (masked, labels), received {type(received)}", "wrong")
+    masked, labels = received
+    if masked.shape != input_ids.shape or labels.shape != input_ids.shape:
+        raise CheckFailed(f"{name}: expected shapes {tuple(input_ids.shape)}, received {tuple(masked.shape)} "
+                          f"and {tuple(labels.shape)}", "wrong")
+    special = torch.isin(input_ids, torch.tensor(special_ids))
+    chosen = labels != objectives.IGNORE
+    rules = [
+        ("special tokens and padding are never chosen", not (chosen & special).any()),
+        ("special tokens and padding stay unchanged", torch.equal(masked[special], input_ids[special])),
+        ("labels hold the original id where chosen", torch.equal(labels[chosen], input_ids[chosen])),
+        ("positions not chosen stay unchanged", torch.equal(masked[~chosen], input_ids[~chosen])),
+        ("a random replacement is never a special token", not torch.isin(masked[chosen & (masked != mask_id)],
+                                                                          torch.tensor(special_ids)).any()),
+    ]
+    for rule, holds in rules:
+        if not holds:
+            raise CheckFailed(f"{name}, case '{rule}': this does not hold for your output", "wrong")
+    n_chosen, n_ordinary = chosen.sum().item(), (~special).sum().item()
+    became_mask = (chosen & (masked == mask_id)).sum().item()
+    kept = (chosen & (masked == input_ids)).sum().item()
+    _share_within_bounds(name, "share of ordinary tokens chosen", n_chosen, n_ordinary, p)
+    _share_within_bounds(name, "share of chosen tokens replaced by [MASK]", became_mask, n_chosen, 0.8)
+    # A random replacement may draw the original id (1 in 995 here): it then counts as kept.
+    _share_within_bounds(name, "share of chosen tokens kept unchanged", kept, n_chosen, 0.1 + 0.1 / 995)
+    print(f"ok: {name} passed 5 rules and 3 rates over {n_ordinary:,} tokens")

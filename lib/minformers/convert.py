@@ -4,6 +4,8 @@
     >>> ours = load_torch_multihead_attention(MultiHeadAttention(8, 2), theirs)
 """
 
+import re
+
 import torch
 from torch import nn
 
@@ -42,3 +44,106 @@ def load_torch_encoder_layer(ours: TransformerBlock, theirs: nn.TransformerEncod
     ours.feed_forward.up_proj.load_state_dict(theirs.linear1.state_dict())
     ours.feed_forward.down_proj.load_state_dict(theirs.linear2.state_dict())
     return ours
+
+
+# BERT <-> Hugging Face: one table, our module path -> HF's, with "{i}" for a layer index; each tensor (weight, bias)
+# follows its module. Both directions name every tensor of ours through it. Both sides write the body without the
+# "bert." prefix that BertForPreTraining and BertForSequenceClassification add on both sides.
+BERT_KEYS = (
+    ("embeddings.token_embedding", "embeddings.word_embeddings"),
+    ("embeddings.segment_embedding", "embeddings.token_type_embeddings"),
+    ("embeddings.position_embedding.embedding", "embeddings.position_embeddings"),
+    ("embeddings.norm", "embeddings.LayerNorm"),
+    ("layers.{i}.attention.q_proj", "encoder.layer.{i}.attention.self.query"),
+    ("layers.{i}.attention.k_proj", "encoder.layer.{i}.attention.self.key"),
+    ("layers.{i}.attention.v_proj", "encoder.layer.{i}.attention.self.value"),
+    ("layers.{i}.attention.out_proj", "encoder.layer.{i}.attention.output.dense"),
+    ("layers.{i}.attention_norm", "encoder.layer.{i}.attention.output.LayerNorm"),
+    ("layers.{i}.feed_forward.up_proj", "encoder.layer.{i}.intermediate.dense"),
+    ("layers.{i}.feed_forward.down_proj", "encoder.layer.{i}.output.dense"),
+    ("layers.{i}.feed_forward_norm", "encoder.layer.{i}.output.LayerNorm"),
+    ("pooler", "pooler.dense"),
+    ("mlm_head.dense", "cls.predictions.transform.dense"),
+    ("mlm_head.norm", "cls.predictions.transform.LayerNorm"),
+    ("mlm_head.decoder", "cls.predictions.decoder"),
+    ("nsp_head", "cls.seq_relationship"),
+    ("classifier", "classifier"),
+)
+# HF checkpoints hold tied tensors under two names; a saved file may keep only one of them (the second here).
+BERT_HF_TIED = (
+    ("cls.predictions.decoder.weight", "embeddings.word_embeddings.weight"),
+    ("cls.predictions.decoder.bias", "cls.predictions.bias"),
+)
+# Buffers of HF's embeddings (0..T-1 and zeros): functions of the config, not weights.
+BERT_HF_IGNORED = ("embeddings.position_ids", "embeddings.token_type_ids")
+
+
+def _key_pattern(template: str) -> re.Pattern:
+    """"layers.{i}.attention_norm" -> a regex matching "layers.3.attention_norm.weight", capturing 3 and ".weight"."""
+    return re.compile(r"(\d+)".join(map(re.escape, template.split("{i}"))) + r"(\..+)$")
+
+
+_BERT_KEY_PATTERNS = [(_key_pattern(ours), theirs) for ours, theirs in BERT_KEYS]
+
+
+def _hf_bert_key(key: str) -> str:
+    """HF's name for one of our state-dict keys: "bert.layers.3.attention_norm.weight" ->
+    "bert.encoder.layer.3.attention.output.LayerNorm.weight"."""
+    body = key.startswith("bert.")
+    for pattern, theirs in _BERT_KEY_PATTERNS:
+        match = pattern.match(key.removeprefix("bert."))
+        if match:
+            *layer, rest = match.groups()
+            return ("bert." if body else "") + theirs.format(i=layer[0] if layer else None) + rest
+    raise KeyError(f"BERT_KEYS has no HF name for {key!r}")
+
+
+@torch.no_grad()
+def load_hf_bert(ours, hf_state_dict: dict, strict: bool = True):
+    """Copy a HF BertModel / BertForPreTraining / BertForSequenceClassification state dict into our model of the same
+    kind, and return ours. HF keys may carry the "bert." prefix or not. ``strict=False`` skips missing and unexpected
+    keys (e.g. MiniLM, a bare BertModel, into our BertForPreTraining, whose heads then stay as initialised).
+
+    >>> from minformers.bert import BertConfig, BertModel
+    >>> model = BertModel(BertConfig.tiny(vocab_size=50))
+    >>> copy = load_hf_bert(BertModel(model.config), hf_bert_state_dict(model))
+    >>> torch.equal(copy.pooler.weight, model.pooler.weight)
+    True
+    >>> load_hf_bert(model, {"pooler.dense.weight": model.pooler.weight})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: the HF state dict does not fit BertModel: missing ['embeddings.LayerNorm.bias', ...]; unexpected []
+    """
+    theirs = {key.removeprefix("bert."): value for key, value in hf_state_dict.items()}
+    theirs = {key: value for key, value in theirs.items() if key not in BERT_HF_IGNORED}
+    wanted = {key: _hf_bert_key(key).removeprefix("bert.") for key in ours.state_dict()}  # ours -> HF
+    tied_aliases = set()
+    for name, alias in BERT_HF_TIED:
+        if name not in wanted.values():
+            continue
+        if name in theirs and alias in theirs and not torch.equal(theirs[name], theirs[alias]):
+            raise ValueError(f"{name} and {alias} differ, but our model ties them")
+        tied_aliases.add(alias)
+        if alias in theirs:
+            theirs.setdefault(name, theirs[alias])
+    missing = sorted(hf_key for hf_key in wanted.values() if hf_key not in theirs)
+    unexpected = sorted(set(theirs) - set(wanted.values()) - tied_aliases)
+    if strict and (missing or unexpected):
+        raise ValueError(
+            f"the HF state dict does not fit {type(ours).__name__}: missing {missing}; unexpected {unexpected}"
+        )
+    state = {key: theirs[hf_key] for key, hf_key in wanted.items() if hf_key in theirs}
+    own = ours.state_dict()
+    for key, value in state.items():
+        if value.shape != own[key].shape:
+            raise ValueError(f"{wanted[key]} has shape {tuple(value.shape)}, but our {key} has {tuple(own[key].shape)}")
+    ours.load_state_dict(state, strict=False)  # the checks above are stricter and name HF's keys
+    return ours
+
+
+def hf_bert_state_dict(ours) -> dict:
+    """Our BertModel / BertForPreTraining / BertForSequenceClassification as the state dict of HF's class of the same
+    name, loadable with ``load_state_dict(..., strict=True)``. Like ``state_dict()``, the tensors share our storage."""
+    state = {_hf_bert_key(key): value for key, value in ours.state_dict().items()}
+    if "cls.predictions.decoder.bias" in state:  # HF's MLM head holds its bias under two names
+        state["cls.predictions.bias"] = state["cls.predictions.decoder.bias"]
+    return state

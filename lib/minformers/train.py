@@ -1,0 +1,348 @@
+"""The one training loop every chapter uses: AdamW, warmup then cosine decay, gradient clipping, evaluation,
+progress, and checkpoints that resume to the exact same losses.
+
+The caller supplies two functions, so the loop knows nothing about models or objectives:
+``batch_for_step(step)`` returns the batch for a step (seeded by the step, so a resumed run sees the same data),
+and ``loss_for_batch(model, batch)`` returns a scalar loss, or a dict whose "loss" is optimised and whose other
+entries (say "mlm_loss", "nsp_loss") are only logged. Steps count from 0; a metric is recorded against the number of
+updates the model had received when it was measured, so ``h.steps`` runs 0..steps-1 and ``h.eval_steps`` ends at steps.
+
+    >>> from torch import nn
+    >>> _ = torch.manual_seed(0)
+    >>> model = nn.Linear(1, 1)
+    >>> def batch_for_step(step):  # y = 2x, a fresh batch per step, the same one every run
+    ...     x = torch.randn(16, 1, generator=torch.Generator().manual_seed(step))
+    ...     return x, 2 * x
+    >>> def loss_for_batch(model, batch):
+    ...     x, y = batch
+    ...     return nn.functional.mse_loss(model(x), y)
+    >>> config = TrainConfig(steps=100, lr=0.1, warmup_steps=10, eval_every=50)
+    >>> h = train(model, batch_for_step, loss_for_batch, config, progress=False)  # doctest: +ELLIPSIS
+    step  50/100 | loss ...
+    step 100/100 | loss ...
+    >>> h.train["loss"][0] > 1, h.train["loss"][-1] < 1e-3, round(model.weight.item(), 1)
+    (True, True, 2.0)
+"""
+
+import hashlib
+import json
+import math
+import os
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import tqdm
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from minformers.validation import check_size
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int  # optimizer updates in the whole run; the schedule is laid out over exactly this many
+    lr: float = 3e-4  # peak learning rate, reached at the end of warmup (AdamW's usual scale for small transformers)
+    warmup_steps: int = 100  # linear ramp from ~0: Adam's early moment estimates are noisy, so big steps would be too
+    min_lr_ratio: float = 0.1  # cosine decays from lr to lr * min_lr_ratio at the last step (0.1 as in GPT-3)
+    weight_decay: float = 0.01  # AdamW's decoupled decay, applied to matrices only (see make_optimizer)
+    betas: tuple[float, float] = (0.9, 0.999)  # Adam's decay rates for the gradient's mean and square
+    eps: float = 1e-8  # added to sqrt(second moment), so a parameter with tiny gradients does not take huge steps
+    grad_clip: float | None = 1.0  # rescale the gradient when its global L2 norm exceeds this; None = never
+    eval_every: int = 100  # evaluate (and checkpoint, and print) every this many steps, and at the last step
+    log_every: int | None = None  # without a progress bar, also print a train-only line this often; None = never
+
+    def __post_init__(self):
+        check_size("steps", self.steps)
+        check_size("warmup_steps", self.warmup_steps, minimum=0)
+        if self.warmup_steps >= self.steps:
+            raise ValueError(f"warmup_steps must be < steps ({self.steps}), got {self.warmup_steps}")
+        check_size("eval_every", self.eval_every)
+        if self.log_every is not None:
+            check_size("log_every", self.log_every)
+        object.__setattr__(self, "betas", tuple(self.betas))  # a list (say from JSON) becomes the tuple AdamW expects
+        if len(self.betas) != 2 or not all(0 <= beta < 1 for beta in self.betas):
+            raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas}")
+        positive = {"lr": self.lr, "eps": self.eps, "grad_clip": 1.0 if self.grad_clip is None else self.grad_clip}
+        for name, value in positive.items():
+            if not value > 0:  # written this way round, NaN fails too
+                raise ValueError(f"{name} must be > 0, got {value}")
+        if not self.weight_decay >= 0:
+            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
+
+
+def learning_rate(step: int, config: TrainConfig) -> float:
+    """Learning rate for update ``step`` (0-based): linear warmup, then cosine decay to lr * min_lr_ratio.
+
+    Warmup gives step s the rate lr * (s + 1) / warmup_steps, so step 0 is already useful and step warmup_steps - 1
+    reaches lr. The cosine then runs from lr at step warmup_steps to lr * min_lr_ratio at the last step, steps - 1.
+
+    >>> config = TrainConfig(steps=11, lr=1.0, warmup_steps=2, min_lr_ratio=0.1)
+    >>> [round(learning_rate(step, config), 3) for step in (0, 1, 2, 6, 10)]  # step 6 is halfway down: 0.1 + 0.9/2
+    [0.5, 1.0, 1.0, 0.55, 0.1]
+    """
+    if not 0 <= step < config.steps:
+        raise ValueError(f"step must be in [0, {config.steps}), got {step}")
+    if step < config.warmup_steps:
+        return config.lr * (step + 1) / config.warmup_steps
+    decay_steps = config.steps - 1 - config.warmup_steps
+    progress = (step - config.warmup_steps) / decay_steps if decay_steps > 0 else 1.0  # 0 -> 1
+    lowest = config.lr * config.min_lr_ratio
+    return lowest + (config.lr - lowest) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices (p.dim() >= 2: linear and embedding weights) and none on vectors.
+
+    Decay pulls a parameter toward 0, a prior that a matrix's entries should be small, which limits how sharply a
+    layer responds to its input. Biases and LayerNorm gains and shifts are offsets and scales whose natural value is
+    not 0 (a gain starts at 1): decaying them biases the model rather than regularising it, and with one number per
+    channel they have little room to overfit. nanoGPT makes the same split. ``model.parameters()`` yields a tied
+    weight (embedding = output head) once, so it is updated once per step; frozen parameters (requires_grad=False)
+    stay out.
+    """
+    parameters = [p for p in model.parameters() if p.requires_grad]
+    if not parameters:
+        raise ValueError("model has no trainable parameters (requires_grad=True)")
+    groups = [
+        {"params": [p for p in parameters if p.dim() >= 2], "weight_decay": config.weight_decay},
+        {"params": [p for p in parameters if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW([g for g in groups if g["params"]], lr=config.lr, betas=config.betas, eps=config.eps)
+
+
+@dataclass
+class History:
+    """What a run measured, ready to plot: ``ax.plot(h.steps, h.train["loss"])``, ``ax.plot(h.eval_steps, ...)``."""
+
+    steps: list[int] = field(default_factory=list)  # updates received before each training batch (0, 1, ...)
+    train: dict[str, list[float]] = field(default_factory=dict)  # name -> value per entry of steps
+    lr: list[float] = field(default_factory=list)  # learning rate used at each step
+    grad_norm: list[float] = field(default_factory=list)  # global gradient L2 norm before clipping
+    seconds: list[float] = field(default_factory=list)  # wall time since the run began, after each step
+    eval_steps: list[int] = field(default_factory=list)  # updates received before each evaluation
+    eval: dict[str, list[float]] = field(default_factory=dict)  # name -> value per entry of eval_steps
+
+    def to_dict(self) -> dict:
+        return asdict(self)  # plain lists and dicts: json.dumps-able
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "History":
+        return cls(**json.loads(json.dumps(data)))  # a deep copy, so the two never share lists
+
+    def last_eval(self, name: str) -> float:
+        if name not in self.eval:
+            raise KeyError(f"no eval metric {name!r}; this history has {sorted(self.eval)}")
+        return self.eval[name][-1]
+
+
+def _append(table: dict[str, list[float]], values: dict[str, float], what: str) -> None:
+    if table and set(values) != set(table):  # the lists must stay aligned with their steps
+        raise ValueError(f"{what} returned {sorted(values)}, but earlier steps returned {sorted(table)}")
+    for name, value in values.items():
+        table.setdefault(name, []).append(value)
+
+
+def _number(value) -> float:
+    return value.detach().item() if isinstance(value, torch.Tensor) else float(value)
+
+
+def _losses(output, step: int) -> dict[str, torch.Tensor]:
+    """Turn loss_for_batch's output into {"loss": scalar tensor, other name: scalar}, refusing anything else."""
+    losses = output if isinstance(output, dict) else {"loss": output}
+    loss = losses.get("loss")
+    if not isinstance(loss, torch.Tensor):
+        raise TypeError(f"loss_for_batch must return a scalar tensor or a dict with a 'loss' tensor, got {output!r}")
+    if loss.dim() != 0:
+        raise ValueError(f"loss_for_batch must return a scalar (shape ()), got shape {tuple(loss.shape)}; use .mean()")
+    if not torch.isfinite(loss):
+        raise FloatingPointError(f"loss is {loss.item()} at step {step}; try a lower lr or a longer warmup")
+    return losses
+
+
+def _model_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The state_dict with each shared tensor once: a tied embedding is listed under both names, one storage."""
+    tensors, seen = {}, set()
+    for name, tensor in model.state_dict().items():
+        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape), tensor.stride())
+        if key not in seen:
+            seen.add(key)
+            tensors[name] = tensor
+    return tensors
+
+
+def _copy(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.detach().to("cpu", copy=True).contiguous()  # own storage: safetensors refuses shared ones
+
+
+def _save(path: Path, model, optimizer, config: TrainConfig, history: History, step: int) -> None:
+    """Model, AdamW moments, RNG states and history in one safetensors file, replaced atomically."""
+    tensors = {f"model.{name}": _copy(t) for name, t in _model_tensors(model).items()}
+    for index, state in optimizer.state_dict()["state"].items():  # per parameter: step, exp_avg, exp_avg_sq
+        tensors.update({f"optimizer.{index}.{key}": _copy(torch.as_tensor(v)) for key, v in state.items()})
+    tensors["rng.torch"] = torch.get_rng_state()  # dropout draws continue exactly where they stopped
+    version, python_state, gauss = random.getstate()
+    numpy_state = np.random.get_state()
+    rng = {"python": [version, list(python_state), gauss],
+           "numpy": [numpy_state[0], numpy_state[1].tolist(), *numpy_state[2:]]}
+    meta = {"step": step, "config": asdict(config), "history": history.to_dict(), "rng": rng}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    save_file(tensors, partial, metadata={"minformers": json.dumps(meta)})
+    os.replace(partial, path)  # atomic: a crash mid-save leaves the previous checkpoint whole
+
+
+def _read(path: Path) -> tuple[dict[str, torch.Tensor], dict]:
+    with safe_open(path, framework="pt") as file:
+        return {key: file.get_tensor(key) for key in file.keys()}, json.loads(file.metadata()["minformers"])
+
+
+def _load_model(model: torch.nn.Module, tensors: dict[str, torch.Tensor], path: Path) -> None:
+    saved = {key.removeprefix("model."): t for key, t in tensors.items() if key.startswith("model.")}
+    expected = {name: tuple(t.shape) for name, t in _model_tensors(model).items()}
+    found = {name: tuple(t.shape) for name, t in saved.items()}
+    if found != expected:
+        differ = sorted(n for n in expected.keys() | found.keys() if expected.get(n) != found.get(n))
+        details = ", ".join(f"{n}: checkpoint {found.get(n)} vs model {expected.get(n)}" for n in differ[:5])
+        raise ValueError(f"checkpoint {path} does not fit this model ({len(differ)} tensors differ): {details}")
+    model.load_state_dict(saved, strict=False)  # strict=False: a tied tensor's second name is filled by the first
+
+
+def checkpoint_path(name: str, settings: dict) -> Path:
+    """Where a page saves a trained model so that a later page of the same build can reuse it.
+
+    The file name carries a hash of `settings` (everything that shapes the model: configs, data, seed) and of the
+    lib's source, so a change to either means a fresh run. It lives in _build/checkpoints/ beside the lib, which the
+    book build empties first: every build trains each model once, and a page run alone trains what it needs.
+
+    >>> checkpoint_path("tiny-bert", {"d_model": 128}).name.startswith("tiny-bert-")
+    True
+    """
+    lib = Path(__file__).resolve().parent
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
+    for source in sorted(lib.glob("*.py")):
+        digest.update(source.read_bytes())
+    return lib.parents[1] / "_build" / "checkpoints" / f"{name}-{digest.hexdigest()[:16]}.safetensors"
+
+
+def load_weights(model: torch.nn.Module, path: str | Path) -> torch.nn.Module:
+    """Load only the model weights of a checkpoint written by ``train`` (say, an earlier chapter's model)."""
+    path = Path(path)
+    _load_model(model, _read(path)[0], path)
+    return model
+
+
+def _resume(path: Path, model, optimizer, config: TrainConfig) -> tuple[int, History]:
+    tensors, meta = _read(path)
+    now = json.loads(json.dumps(asdict(config)))  # tuples -> lists, as they were saved
+    differ = [f"{name} (checkpoint {meta['config'].get(name)}, now {now[name]})"
+              for name in now if meta["config"].get(name) != now[name]]
+    if differ:
+        raise ValueError(f"checkpoint {path} was written with a different TrainConfig: {', '.join(differ)}; "
+                         "use the same config or a new checkpoint path")
+    _load_model(model, tensors, path)
+    state: dict[int, dict] = {}
+    for key, tensor in tensors.items():
+        if key.startswith("optimizer."):
+            _, index, name = key.split(".", 2)
+            state.setdefault(int(index), {})[name] = tensor
+    optimizer.load_state_dict({"state": state, "param_groups": optimizer.state_dict()["param_groups"]})
+    torch.set_rng_state(tensors["rng.torch"])
+    version, python_state, gauss = meta["rng"]["python"]
+    random.setstate((version, tuple(python_state), gauss))
+    name, keys, *rest = meta["rng"]["numpy"]
+    np.random.set_state((name, np.array(keys, dtype=np.uint32), *rest))
+    return meta["step"], History.from_dict(meta["history"])
+
+
+def _evaluate(evaluate: Callable, model: torch.nn.Module) -> dict[str, float]:
+    was_training = model.training
+    model.eval()  # dropout off
+    try:
+        with torch.no_grad():
+            return {name: _number(value) for name, value in evaluate(model).items()}
+    finally:
+        model.train(was_training)
+
+
+def _line(history: History, since: int, done: int, steps: int, evaluated: bool) -> str:
+    """``step  50/100 | loss 0.9917 | val_loss 1.02``; train metrics are means since the previous line.
+
+    No wall time: these lines appear on the website, where two builds must print identical numbers.
+    """
+    shown = {name: sum(values[since:done]) / (done - since) for name, values in history.train.items()}
+    if evaluated:
+        shown |= {name: values[-1] for name, values in history.eval.items()}
+    fields = [f"step {done:>{len(str(steps))}}/{steps}", *(f"{name} {value:.4g}" for name, value in shown.items())]
+    return " | ".join(fields)
+
+
+def train(model: torch.nn.Module, batch_for_step: Callable[[int], object], loss_for_batch: Callable,
+          config: TrainConfig, evaluate: Callable | None = None, checkpoint: str | Path | None = None,
+          progress: bool | None = None) -> History:
+    """Train ``model`` for ``config.steps`` AdamW updates and return its History (example at the top of the module).
+
+    ``evaluate(model) -> {name: float}`` runs every ``eval_every`` steps and at the last one, in eval mode without
+    gradients. With ``checkpoint`` (a file path) the run is saved at each evaluation, and a run that finds the file
+    resumes from it, repeating the uninterrupted run's losses exactly; a finished checkpoint returns at once.
+    ``progress``: True draws a tqdm bar, False prints a line per evaluation; None picks the bar unless the
+    environment variable MINFORMERS_BUILD is set, and not to 0 (the book build sets it: a redrawn bar is noise in a
+    static page).
+    """
+    if progress is None:
+        progress = os.environ.get("MINFORMERS_BUILD", "") in ("", "0")
+    optimizer = make_optimizer(model, config)
+    parameters = [p for group in optimizer.param_groups for p in group["params"]]
+    history, start = History(), 0
+    path = None if checkpoint is None else Path(checkpoint)
+    if path is not None and path.exists():
+        start, history = _resume(path, model, optimizer, config)
+        print(f"resumed from {path.name} at step {start}/{config.steps}")
+    began = time.perf_counter() - (history.seconds[-1] if history.seconds else 0.0)
+    last_line = start  # a printed line averages the train metrics since the previous line
+    optimizer.zero_grad(set_to_none=True)
+    bar = tqdm.tqdm(total=config.steps, initial=start, file=sys.stdout, mininterval=1.0, disable=not progress)
+    with bar:
+        for step in range(start, config.steps):
+            model.train()
+            rate = learning_rate(step, config)
+            for group in optimizer.param_groups:
+                group["lr"] = rate
+            losses = _losses(loss_for_batch(model, batch_for_step(step)), step)
+            losses["loss"].backward()
+            grads = [p.grad for p in parameters if p.grad is not None]
+            total_norm = torch.nn.utils.get_total_norm(grads)  # before clipping: what the data asked for
+            if not torch.isfinite(total_norm):
+                raise FloatingPointError(f"gradient norm is {total_norm.item()} at step {step}")
+            if config.grad_clip is not None:  # scale all gradients together, keeping their direction
+                torch.nn.utils.clip_grads_with_norm_(parameters, config.grad_clip, total_norm)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)  # frees gradient memory before evaluation
+
+            history.steps.append(step)
+            _append(history.train, {name: _number(value) for name, value in losses.items()}, "loss_for_batch")
+            history.lr.append(rate)
+            history.grad_norm.append(total_norm.item())
+            history.seconds.append(time.perf_counter() - began)
+            done = step + 1  # updates the model has now received
+            evaluating = done % config.eval_every == 0 or done == config.steps
+            if evaluating:
+                history.eval_steps.append(done)
+                _append(history.eval, _evaluate(evaluate, model) if evaluate else {}, "evaluate")
+                if path is not None:
+                    _save(path, model, optimizer, config, history, done)
+            bar.update()
+            if progress:
+                latest = {name: values[-1] for name, values in (history.train | history.eval).items()}
+                bar.set_postfix({name: f"{value:.4g}" for name, value in latest.items()}, refresh=False)
+            elif evaluating or (config.log_every and done % config.log_every == 0):
+                print(_line(history, since=last_line, done=done, steps=config.steps, evaluated=evaluating))
+                last_line = done
+    return history
