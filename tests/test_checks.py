@@ -157,11 +157,34 @@ def calls_lib_masking(ids, vocab_size, mask_id, special_ids, p, generator):
     return mask_tokens(ids, vocab_size, mask_id, special_ids, p, generator=generator)
 
 
+def explicit_mean_pool(hidden, attention_mask):
+    rows = []
+    for row in range(hidden.shape[0]):
+        real = [hidden[row, t] for t in range(hidden.shape[1]) if attention_mask[row, t]]
+        rows.append(torch.stack(real).mean(dim=0))
+    return torch.stack(rows)
+
+
+def mean_over_padding_too(hidden, attention_mask):  # forgets the mask
+    return hidden.mean(dim=1)
+
+
+def stub_mean_pool(hidden, attention_mask):
+    raise NotImplementedError("sum the real tokens' vectors, divide by how many there are")
+
+
+def calls_lib_mean_pool(hidden, attention_mask):
+    from minformers.similarity import mean_pool
+
+    return mean_pool(hidden, attention_mask)
+
+
 CHECKS = {
     "local_global_mask": (checks.check_local_global_mask, loop_local_global_mask, stub_mask),
     "sinusoidal_positions": (checks.check_sinusoidal_positions, loop_sinusoidal_positions, stub_positions),
     "merge_pair": (checks.check_merge_pair, loop_merge_pair, stub_merge),
     "mlm_masking": (checks.check_mlm_masking, bernoulli_masking, stub_masking),
+    "mean_pool": (checks.check_mean_pool, explicit_mean_pool, stub_mean_pool),
 }
 
 WRONG = [
@@ -183,6 +206,8 @@ WRONG = [
     (checks.check_mlm_masking, masks_specials_too, "special tokens and padding are never chosen"),
     (checks.check_mlm_masking, labels_everywhere, "labels hold the original id where chosen|never chosen"),
     (checks.check_mlm_masking, calls_lib_masking, "calls the library's own solution"),
+    (checks.check_mean_pool, mean_over_padding_too, "rows of lengths 5, 3 and 1"),
+    (checks.check_mean_pool, calls_lib_mean_pool, "calls the library's own solution"),
 ]
 
 

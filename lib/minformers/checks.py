@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from minformers import bpe, masks, objectives, positions
+from minformers import bpe, masks, objectives, positions, similarity
 
 _BLOCKED = "minformers-reference-blocked"
 
@@ -257,3 +257,19 @@ def check_mlm_masking(learner: Callable) -> None:
     # A random replacement may draw the original id (1 in 995 here): it then counts as kept.
     _share_within_bounds(name, "share of chosen tokens kept unchanged", kept, n_chosen, 0.1 + 0.1 / 995)
     print(f"ok: {name} passed 5 rules and 3 rates over {n_ordinary:,} tokens")
+
+
+def check_mean_pool(learner: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
+    """Exercise: `learner(hidden_states, attention_mask)` averages (B, T, C) over each row's real tokens -> (B, C)."""
+    draw = torch.Generator().manual_seed(0)
+    hidden = torch.randn(3, 5, 4, generator=draw)
+    cases = [
+        Case("no padding", (hidden, torch.ones(3, 5, dtype=torch.long))),
+        Case("rows of lengths 5, 3 and 1", (hidden, torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]]))),
+        Case("a bool attention mask", (hidden, torch.tensor([[True] * 2 + [False] * 3] * 3))),
+        Case("padding on the left", (hidden, torch.tensor([[0, 0, 1, 1, 1]] * 3))),
+        Case("a larger random batch", (torch.randn(8, 20, 16, generator=draw), torch.randint(0, 2, (8, 20),
+                                                                                              generator=draw))),
+    ]
+    cases[-1].args[1][:, 0] = 1  # every row keeps at least one real token
+    run_check("check_mean_pool", learner, similarity.mean_pool, cases, blocked_functions=[similarity.mean_pool])
