@@ -254,6 +254,15 @@ def test_parity_on_arbitrary_text(ours, hf, text):
     assert ids == hf.encode(text, add_special_tokens=False)
 
 
+def test_ascii_fast_path_matches_hf_on_every_ascii_character(ours, hf):
+    """basic_tokenize takes a shortcut for ASCII text; every ASCII character, controls included, inside and around
+    words, must still be treated as HF treats it. The mixed-script text above covers the general path."""
+    text = " ".join(f"ab{chr(code)}cd {chr(code)}x" for code in range(128))
+    assert text.isascii()
+    assert ours.tokenize(text) == hf.tokenize(text)
+    assert ours.tokenize(text + " é") == hf.tokenize(text + " é")  # the same text down the general path
+
+
 # ------------------------------------------------------------------------------------------------ round trips
 
 

@@ -29,6 +29,7 @@ import string
 import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from itertools import groupby
 from pathlib import Path
 
@@ -55,17 +56,25 @@ def is_punctuation(char: str) -> bool:
     return char in string.punctuation or unicodedata.category(char).startswith("P")
 
 
+# What _is_noise and the whitespace rule do to ASCII: controls are dropped, tab, newline and carriage return
+# become spaces.
+_ASCII_CLEANUP = {code: None for code in [*range(32), 127]} | {ord(char): " " for char in "\t\n\r"}
+
+
 def _is_noise(char: str) -> bool:
     # Controls (Cc, NUL among them, but tab, newline and carriage return are whitespace), format characters (Cf,
     # such as a zero-width space or a byte-order mark), private-use characters (Co) and lone surrogates (Cs) carry
     # no text, and U+FFFD marks bytes that failed to decode. Unassigned code points (Cn) are kept, and become
     # [UNK], as in HF's BertTokenizer (Google's BERT and HF's older Python tokenizer drop them).
+    if " " <= char <= "~":
+        return False  # printable ASCII, most of any English text: skip the Unicode lookup
     category = unicodedata.category(char)
     return char == "\ufffd" or (category in ("Cc", "Cf", "Co", "Cs") and char not in "\t\n\r")
 
 
 def _is_cjk(char: str) -> bool:
-    return any(low <= ord(char) <= high for low, high in CJK_RANGES)
+    code = ord(char)
+    return code >= 0x3400 and any(low <= code <= high for low, high in CJK_RANGES)  # 0x3400: the lowest block
 
 
 def basic_tokenize(text: str, lowercase: bool = True) -> list[str]:
@@ -78,6 +87,9 @@ def basic_tokenize(text: str, lowercase: bool = True) -> list[str]:
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
+    if text.isascii():  # the fast path, and the same result: no CJK, no accents, nothing that lowercases oddly
+        text = text.translate(_ASCII_CLEANUP)
+        return _split_punctuation(text.lower() if lowercase else text)
     text = "".join(" " if char.isspace() else char for char in text if not _is_noise(char))
     text = "".join(f" {char} " if _is_cjk(char) else char for char in text)
     if lowercase:
@@ -85,8 +97,15 @@ def basic_tokenize(text: str, lowercase: bool = True) -> list[str]:
         # character, as HF's BertTokenizer does: str.lower() on the whole text would turn a word-final Σ into ς.
         text = "".join(char for char in unicodedata.normalize("NFD", text) if unicodedata.category(char) != "Mn")
         text = "".join(char.lower() for char in text)
+    return _split_punctuation(text)
+
+
+def _split_punctuation(text: str) -> list[str]:
     words = []
     for word in text.split():
+        if word.isalnum():  # letters and digits only (no punctuation is alphanumeric): nothing to split
+            words.append(word)
+            continue
         # A run of punctuation gives one token per mark; a run of anything else stays one word.
         for punctuation, run in groupby(word, key=is_punctuation):
             run_text = "".join(run)
@@ -172,6 +191,11 @@ class WordPieceTokenizer:
         # Longest first, so that where two special tokens start at the same place, the longer one wins.
         alternatives = sorted(set(self.special_tokens.values()), key=len, reverse=True)
         self._special_pattern = re.compile("(" + "|".join(map(re.escape, alternatives)) + ")")
+        # Words repeat (a news corpus has ~40 tokens per distinct word), so each word is split once. A tuple, so
+        # no caller can change what the cache holds.
+        self._split_word = lru_cache(maxsize=1 << 16)(
+            lambda word: tuple(wordpiece_split(word, self.vocab, self.special_tokens["unk"], self.max_chars_per_word))
+        )
 
     @classmethod
     def from_vocab_file(cls, path, **options) -> "WordPieceTokenizer":
@@ -196,7 +220,7 @@ class WordPieceTokenizer:
                 tokens.append(chunk)
                 continue
             for word in basic_tokenize(chunk, self.lowercase):
-                tokens += wordpiece_split(word, self.vocab, self.special_tokens["unk"], self.max_chars_per_word)
+                tokens += self._split_word(word)
         return tokens
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
