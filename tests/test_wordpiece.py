@@ -1,6 +1,7 @@
 """WordPiece: hand-derived splits, parity with HF's BertTokenizer on the real bert-base-uncased vocab, the trainer's
 first merges derived by hand, round trips."""
 
+from collections import Counter
 from functools import cache
 
 import pytest
@@ -310,6 +311,48 @@ def test_trainer_first_merges_derived_by_hand():
     # Every word is now one token, so a larger vocab_size changes nothing.
     assert train_wordpiece(TOY, vocab_size=100) == vocab
     assert train_wordpiece(TOY, vocab_size=16) == vocab[:16]
+
+
+def _naive_train_wordpiece(text, vocab_size, score):
+    """The trainer's rule with nothing clever: recount every pair of every word at each step, then take the best."""
+    words = Counter(basic_tokenize(text))
+    split = {word: [word[0]] + ["##" + char for char in word[1:]] for word in words}
+    vocab = [*SPECIALS, *sorted({symbol for symbols in split.values() for symbol in symbols})]
+    while len(vocab) < vocab_size:
+        pairs, symbols = Counter(), Counter()
+        for word, count in words.items():
+            for symbol in split[word]:
+                symbols[symbol] += count
+            for pair in zip(split[word], split[word][1:]):
+                pairs[pair] += count
+        if not pairs:
+            break
+        if score == "likelihood":
+            best = min(pairs, key=lambda pair: (-pairs[pair] / (symbols[pair[0]] * symbols[pair[1]]), -pairs[pair], pair))
+        else:
+            best = min(pairs, key=lambda pair: (-pairs[pair], pair))
+        for word in words:
+            symbols_of_word, merged = split[word], []
+            while symbols_of_word:
+                if tuple(symbols_of_word[:2]) == best:
+                    merged.append(best[0] + best[1].removeprefix("##"))
+                    symbols_of_word = symbols_of_word[2:]
+                else:
+                    merged.append(symbols_of_word[0])
+                    symbols_of_word = symbols_of_word[1:]
+            split[word] = merged
+        token = best[0] + best[1].removeprefix("##")
+        if token not in vocab:
+            vocab.append(token)
+    return vocab
+
+
+@pytest.mark.parametrize("score", ["likelihood", "frequency"])
+def test_trainer_equals_a_naive_recount(shakespeare, score):
+    """The trainer updates counts incrementally and keeps a heap of outdated-or-current entries; a trainer that
+    recounts everything at every step must choose the same merges."""
+    text = shakespeare[:20_000]
+    assert train_wordpiece(text, 600, score=score) == _naive_train_wordpiece(text, 600, score)
 
 
 def test_trainer_on_shakespeare(tmp_path, shakespeare):

@@ -1,6 +1,6 @@
 """Execute one chapter and print how long each code cell took, slowest first: where a page's budget goes.
 
-    python tools/profile_page.py book/bert.md [--top N]
+    python tools/profile_page.py book/bert.md [--top N] [--save executed.ipynb]
 
 The page runs as the book build runs it (MINFORMERS_BUILD=1, from book/), but checkpoints are not cleared, so
 delete _build/checkpoints first to time training from scratch.
@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import jupytext
+import nbformat
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,6 +38,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("page", type=Path)
     parser.add_argument("--top", type=int, default=12, help="how many of the slowest cells to list")
+    parser.add_argument("--save", type=Path, help="also write the executed notebook here, to read its outputs")
     arguments = parser.parse_args()
     os.environ["MINFORMERS_BUILD"] = "1"
     notebook = jupytext.read(arguments.page)
@@ -44,6 +46,8 @@ def main() -> None:
     started = time.perf_counter()
     client.execute()
     total = time.perf_counter() - started
+    if arguments.save:
+        nbformat.write(notebook, arguments.save)
     print(f"{arguments.page}: {total:.1f} s in all, {len(client.cell_seconds)} code cells")
     for seconds, index, first_line in sorted(client.cell_seconds, reverse=True)[: arguments.top]:
         print(f"{seconds:7.2f} s  cell {index:3d}  {first_line[:80]}")

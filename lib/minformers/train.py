@@ -215,8 +215,9 @@ def _load_model(model: torch.nn.Module, tensors: dict[str, torch.Tensor], path: 
     model.load_state_dict(saved, strict=False)  # strict=False: a tied tensor's second name is filled by the first
 
 
-def checkpoint_path(name: str, settings: dict) -> Path:
-    """Where a page saves a trained model so that a later page of the same build can reuse it.
+def checkpoint_path(name: str, settings: dict, suffix: str = ".safetensors") -> Path:
+    """Where a page saves a trained model (or any costly result, such as a trained vocabulary, with another
+    ``suffix``) so that a later page of the same build can reuse it.
 
     The file name carries a hash of `settings` (everything that shapes the model: configs, data, seed) and of the
     lib's source, so a change to either means a fresh run. It lives in _build/checkpoints/ beside the lib, which the
@@ -229,7 +230,7 @@ def checkpoint_path(name: str, settings: dict) -> Path:
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
     for source in sorted(lib.glob("*.py")):
         digest.update(source.read_bytes())
-    return lib.parents[1] / "_build" / "checkpoints" / f"{name}-{digest.hexdigest()[:16]}.safetensors"
+    return lib.parents[1] / "_build" / "checkpoints" / f"{name}-{digest.hexdigest()[:16]}{suffix}"
 
 
 def load_weights(model: torch.nn.Module, path: str | Path) -> torch.nn.Module:

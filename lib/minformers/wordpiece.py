@@ -21,6 +21,7 @@ Three steps turn a text into tokens, as in BERT (Devlin et al., 2019) and HF's `
 ``train_wordpiece`` learns such a vocabulary from a corpus.
 """
 
+import heapq
 import json
 import operator
 import os
@@ -286,6 +287,7 @@ def train_wordpiece(
     vocab_size: int,
     special_tokens: Sequence[str] = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"),
     lowercase: bool = True,
+    score: str = "likelihood",
 ) -> list[str]:
     """Learn a WordPiece vocab of at most ``vocab_size`` tokens from a corpus: a str, or a ``pathlib.Path`` to a
     UTF-8 file. Returns the tokens in id order: ``special_tokens``, the initial symbols sorted, then the merges.
@@ -304,7 +306,17 @@ def train_wordpiece(
 
     >>> train_wordpiece("this this this that that quiz", vocab_size=17)[5:]
     ['##a', '##h', '##i', '##s', '##t', '##u', '##z', 'q', 't', 'qu', '##at', '##is']
+
+    ``score="frequency"`` merges the most frequent pair instead, as BPE does; HF's ``WordPieceTrainer`` is built
+    that way (a BPE trainer with the "##" prefix). On a small corpus the likelihood score spends most of a small
+    vocabulary on rare words whose letters always occur together, while frequency builds the common words first.
+    Below "t" + "##h" (5 times) comes first; then "th" + "##i" and "##i" + "##s" tie at 3, and "##i" sorts first:
+
+    >>> train_wordpiece("this this this that that quiz", vocab_size=17, score="frequency")[-5:]
+    ['q', 't', 'th', '##is', 'this']
     """
+    if score not in ("likelihood", "frequency"):
+        raise ValueError(f"score must be 'likelihood' or 'frequency', got {score!r}")
     check_size("vocab_size", vocab_size)
     if isinstance(text_or_path, os.PathLike):
         text_or_path = Path(text_or_path).read_text(encoding="utf-8")
@@ -314,7 +326,8 @@ def train_wordpiece(
         raise TypeError("special_tokens must be a sequence of str tokens, such as ('[PAD]', '[UNK]')")
     if len(set(special_tokens)) != len(special_tokens):
         raise ValueError(f"special_tokens has duplicates: {list(special_tokens)}")
-    word_counts = Counter(basic_tokenize(text_or_path, lowercase))
+    # Line by line gives the same words (a newline separates words) and lets most lines take the ASCII fast path.
+    word_counts = Counter(word for line in text_or_path.splitlines() for word in basic_tokenize(line, lowercase))
     if not word_counts:
         raise ValueError("text_or_path has no words to train on")
 
@@ -330,6 +343,8 @@ def train_wordpiece(
 
     # Running totals, updated only for the words a merge touches, instead of recounting the corpus at every step.
     pair_freq, symbol_freq, words_with = Counter(), Counter(), defaultdict(set)
+    pairs_of = defaultdict(set)  # symbol -> the pairs it is part of: their scores move when its count does
+    changed: set[tuple[str, str]] = set()  # pairs whose rank may have moved since the heap last heard of them
 
     def count(index: int, sign: int) -> None:
         """Add (sign 1) or remove (sign -1) the symbols and adjacent pairs of word ``index``."""
@@ -338,23 +353,48 @@ def train_wordpiece(
             symbol_freq[symbol] += weight
         for pair in zip(word, word[1:], strict=False):
             pair_freq[pair] += weight
+            changed.add(pair)
             if pair_freq[pair] == 0:
                 del pair_freq[pair]  # only pairs still in the corpus compete
+                pairs_of[pair[0]].discard(pair)
+                pairs_of[pair[1]].discard(pair)
             elif sign > 0:
                 words_with[pair].add(index)
+                pairs_of[pair[0]].add(pair)
+                pairs_of[pair[1]].add(pair)
+
+    def rank(pair: tuple[str, str]) -> tuple:
+        """Smallest first: the best score, then the more frequent pair, then the pair that sorts first."""
+        if score == "frequency":
+            return -pair_freq[pair], pair
+        return -pair_freq[pair] / (symbol_freq[pair[0]] * symbol_freq[pair[1]]), -pair_freq[pair], pair
+
+    # A heap of (rank, pair) entries, as in BPE. After a merge only some pairs are re-ranked and pushed again: those
+    # whose count changed and, for the likelihood score, those sharing a symbol with the merged pair (that symbol's
+    # count fell). An entry whose rank is no longer its pair's current rank is outdated and skipped.
+    heap: list[tuple[tuple, tuple[str, str]]] = []
+
+    def best_pair() -> tuple[str, str]:
+        for pair in changed:
+            if pair in pair_freq:
+                heapq.heappush(heap, (rank(pair), pair))
+        changed.clear()
+        while True:
+            entry_rank, pair = heapq.heappop(heap)
+            if pair in pair_freq and rank(pair) == entry_rank:
+                return pair
 
     for index in range(len(words)):
         count(index, +1)
     known = set(vocab)
     while len(vocab) < vocab_size and pair_freq:
-        first, second = min(
-            pair_freq,
-            key=lambda pair: (-pair_freq[pair] / (symbol_freq[pair[0]] * symbol_freq[pair[1]]), -pair_freq[pair], pair),
-        )
+        first, second = best_pair()
         for index in words_with.pop((first, second)):
             count(index, -1)
             words[index] = _merge(words[index], first, second)
             count(index, +1)
+        if score == "likelihood":
+            changed.update(pairs_of[first] | pairs_of[second])
         new_token = first + second.removeprefix("##")  # the second symbol of a pair always continues the word
         if new_token not in known:  # "##a" + "##bc" and "##ab" + "##c" build the same token
             vocab.append(new_token)
