@@ -323,14 +323,15 @@ def _naive_train_wordpiece(text, vocab_size, score):
         for word, count in words.items():
             for symbol in split[word]:
                 symbols[symbol] += count
-            for pair in zip(split[word], split[word][1:]):
+            for pair in zip(split[word], split[word][1:], strict=False):
                 pairs[pair] += count
         if not pairs:
             break
-        if score == "likelihood":
-            best = min(pairs, key=lambda pair: (-pairs[pair] / (symbols[pair[0]] * symbols[pair[1]]), -pairs[pair], pair))
-        else:
-            best = min(pairs, key=lambda pair: (-pairs[pair], pair))
+        ranks = {
+            pair: (-n / (symbols[pair[0]] * symbols[pair[1]]), -n, pair) if score == "likelihood" else (-n, pair)
+            for pair, n in pairs.items()
+        }
+        best = min(pairs, key=ranks.__getitem__)
         for word in words:
             symbols_of_word, merged = split[word], []
             while symbols_of_word:
