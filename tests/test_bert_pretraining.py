@@ -1,0 +1,79 @@
+"""The tiny-BERT pretraining recipe: the corpus split, the batches (BERT's masking and NSP conventions), and a short
+run that resumes from its checkpoint."""
+
+import pytest
+import torch
+
+from minformers.bert import IGNORE_INDEX
+from minformers.bert_pretraining import SPECIALS, PretrainingRun, news_corpus, pretrain_tiny_bert, pretraining_batch
+from minformers.objectives import SentencePair
+from minformers.train import TrainConfig
+from minformers.wordpiece import WordPieceTokenizer
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return news_corpus(vocab_size=800, max_len=24, article_stride=12)
+
+
+def test_corpus_respects_its_settings(corpus):
+    assert corpus.tokenizer.vocab_size == 800
+    assert corpus.tokenizer.id_to_token[: len(SPECIALS)] == list(SPECIALS)
+    assert len(corpus.articles) == len(range(0, 2092, 12))  # 2,092 distinct texts among the 2,225 articles
+    for pair in corpus.train_pairs + corpus.validation_pairs:
+        assert len(pair.input_ids) <= 24 and len(pair.segment_ids) == len(pair.input_ids)
+    # A vocabulary trained on the articles spells frequent words whole.
+    assert corpus.tokenizer.tokenize("the government said") == ["the", "government", "said"]
+
+
+def test_validation_pairs_come_from_held_out_articles(corpus):
+    """Every tenth article is held out: its sentences start validation pairs and no training pair."""
+    starts = {tuple(pair.input_ids[1 : pair.segment_ids.index(1) - 1]) for pair in corpus.train_pairs}
+    held_out = {tuple(pair.input_ids[1 : pair.segment_ids.index(1) - 1]) for pair in corpus.validation_pairs}
+    # Identical articles are dropped (BBC's folder holds 133 texts twice); a few sentences are still shared, by
+    # stock phrases and by two write-ups of one story, but a copied article would share dozens.
+    shared = starts & held_out
+    assert len(shared) <= 0.01 * len(held_out), len(shared)
+    assert len(corpus.validation_pairs) > 0.05 * len(corpus.train_pairs)
+
+
+def test_corpus_is_cached_and_its_vocabulary_reused_from_disk(corpus):
+    assert news_corpus(vocab_size=800, max_len=24, article_stride=12) is corpus
+    news_corpus.cache_clear()
+    again = news_corpus(vocab_size=800, max_len=24, article_stride=12)
+    assert again.tokenizer.id_to_token == corpus.tokenizer.id_to_token
+    assert [pair.input_ids for pair in again.train_pairs] == [pair.input_ids for pair in corpus.train_pairs]
+
+
+def test_pretraining_batch_follows_bert_conventions():
+    tokenizer = WordPieceTokenizer([*SPECIALS, *(f"w{i}" for i in range(95))])
+    pairs = [SentencePair([2, *range(5, 45), 3, *range(45, 60), 3], [0] * 42 + [1] * 16, is_next=1),
+             SentencePair([2, 7, 3, 8, 3], [0, 0, 0, 1, 1], is_next=0)] * 50
+    batch = pretraining_batch(tokenizer, pairs, torch.Generator().manual_seed(0))
+    assert batch.input_ids.shape == batch.segment_ids.shape == batch.attention_mask.shape == (100, 58)
+    assert batch.nsp_labels[:2].tolist() == [0, 1]  # 0 = B follows A
+    assert batch.attention_mask[1].tolist() == [1] * 5 + [0] * 53
+    chosen = batch.mlm_labels != IGNORE_INDEX
+    assert not chosen[batch.attention_mask == 0].any()  # padding is never a target
+    original = torch.where(chosen, batch.mlm_labels, batch.input_ids)
+    specials = torch.isin(original, torch.arange(len(SPECIALS)))
+    assert not (chosen & specials).any()  # nor is [CLS] or [SEP]
+    rate = chosen.sum() / (~specials & (batch.attention_mask == 1)).sum()
+    assert 0.11 < rate < 0.19  # 15% of about 2,800 ordinary tokens: 4 standard deviations either side
+    masked_share = (batch.input_ids[chosen] == tokenizer.special_ids["mask"]).float().mean()
+    assert 0.7 < masked_share < 0.9  # 80% of the chosen become [MASK]
+
+
+def test_a_short_run_learns_and_a_second_call_loads_it(corpus):
+    run = PretrainingRun(schedule=TrainConfig(steps=30, lr=2e-3, warmup_steps=3, eval_every=15), batch_size=8,
+                         validation_size=32, model_changes=(("n_layers", 1),))
+    model, history = pretrain_tiny_bert(corpus, run, progress=False)
+    assert not model.training and len(model.bert.layers) == 1
+    assert history.eval_steps == [15, 30]
+    assert history.train["mlm_loss"][-1] < history.train["mlm_loss"][0]
+    again, same_history = pretrain_tiny_bert(corpus, run, progress=False)  # from the finished checkpoint
+    assert same_history.train == history.train
+    for (name, ours), (_, theirs) in zip(model.state_dict().items(), again.state_dict().items(), strict=True):
+        assert torch.equal(ours, theirs), name
