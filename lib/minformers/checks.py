@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from minformers import bpe, masks, objectives, positions, similarity
+from minformers import bpe, finetuning, masks, objectives, positions, similarity
+from minformers.wordpiece import WordPieceTokenizer
 
 _BLOCKED = "minformers-reference-blocked"
 
@@ -90,6 +91,14 @@ def _describe(value) -> str:
 
 def _mismatch(expected, received, atol: float) -> str | None:
     """Why `received` differs from `expected`, or None if it matches."""
+    if isinstance(expected, tuple):  # several results, say (ids, attention_mask): compared one by one
+        if not isinstance(received, tuple) or len(received) != len(expected):
+            return f"expected a tuple of {len(expected)} results, received {_describe(received)}"
+        for position, (wanted, got) in enumerate(zip(expected, received, strict=True)):
+            problem = _mismatch(wanted, got, atol)
+            if problem:
+                return f"result {position}: {problem}"
+        return None
     if not isinstance(expected, torch.Tensor):  # plain Python values (lists of ids, strings) compare exactly
         if type(received) is not type(expected):
             return f"expected a {type(expected).__name__}, received {type(received).__name__}"
@@ -257,6 +266,22 @@ def check_mlm_masking(learner: Callable) -> None:
     # A random replacement may draw the original id (1 in 995 here): it then counts as kept.
     _share_within_bounds(name, "share of chosen tokens kept unchanged", kept, n_chosen, 0.1 + 0.1 / 995)
     print(f"ok: {name} passed 5 rules and 3 rates over {n_ordinary:,} tokens")
+
+
+def check_encode_sentences(learner: Callable) -> None:
+    """Exercise: `learner(tokenizer, texts, max_len)` returns (ids, attention_mask) as finetuning.encode_sentences."""
+    tokenizer = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "not", "##s",
+                                    ",", "."])
+    cases = [
+        Case("one short sentence", (tokenizer, ["good film."], 8)),
+        Case("two sentences of different lengths", (tokenizer, ["good film.", "bad"], 8)),
+        Case("a sentence cut to max_len", (tokenizer, ["not good , not bad , good films ."], 6)),
+        Case("max_len 3 keeps one piece", (tokenizer, ["bad film", "good"], 3)),
+        Case("an empty sentence", (tokenizer, ["", "films"], 5)),
+        Case("an unknown word", (tokenizer, ["good popcorn"], 8)),
+    ]
+    run_check("check_encode_sentences", learner, finetuning.encode_sentences, cases,
+              blocked_functions=[finetuning.encode_sentences])
 
 
 def check_mean_pool(learner: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
