@@ -1,8 +1,18 @@
 """Pretraining a tiny BERT on BBC news: one recipe that the BERT page runs and explains, and that the fine-tuning
 page starts from.
 
-    >>> corpus = news_corpus()  # doctest: +SKIP
-    >>> model, history = pretrain_tiny_bert(corpus)  # doctest: +SKIP
+    corpus = news_corpus()                      # NSP pairs and a 3,000-piece vocabulary, cached
+    model, history = pretrain_tiny_bert(corpus)  # trained, or loaded from this build's checkpoint
+
+A batch pads the pairs and masks them afresh:
+
+    >>> tokenizer = WordPieceTokenizer([*SPECIALS, "news", "today", "rain"])
+    >>> pair = SentencePair(input_ids=[2, 5, 3, 6, 7, 3], segment_ids=[0, 0, 0, 1, 1, 1], is_next=1)
+    >>> batch = pretraining_batch(tokenizer, [pair] * 4, torch.Generator().manual_seed(0))
+    >>> batch.input_ids.shape, batch.nsp_labels.tolist()  # is_next=1 becomes NSP label 0, as in BERT
+    (torch.Size([4, 6]), [0, 0, 0, 0])
+    >>> bool((batch.mlm_labels[:, [0, 2, 5]] == -100).all())  # [CLS] and [SEP] are never chosen
+    True
 
 The recipe is sized for one CPU core: 2 layers, 128 channels, a 3,000-piece vocabulary trained on the articles,
 pairs of at most 32 pieces.
