@@ -37,16 +37,30 @@ def sentence_features(body: nn.Module, ids: torch.Tensor, attention_mask: torch.
                       batch_size: int = 128) -> torch.Tensor:
     """A frozen encoder's vector for each sentence, (N, C): ``"cls"`` is BERT's pooled [CLS] output (what its
     classifier reads), ``"mean"`` the average of the last hidden states over real tokens (what sentence-transformers
-    models such as MiniLM are trained to give). Computed once, so a probe trains on fixed features."""
+    models such as MiniLM are trained to give). Computed once, so a probe trains on fixed features.
+
+    Rows are sorted by length and each batch is cut to its longest row, which skips most of the padding; so rows
+    must be right-padded, as ``encode_sentences`` pads them. The result depends on ``batch_size`` only by float
+    rounding.
+    """
     if pooling not in ("cls", "mean"):
         raise ValueError(f"pooling must be 'cls' or 'mean', got {pooling!r}")
+    if ids.shape != attention_mask.shape or not bool((attention_mask[:, 1:] <= attention_mask[:, :-1]).all()):
+        raise ValueError("ids and attention_mask must be (N, T), right-padded: each mask row is 1s, then 0s")
     body = getattr(body, "bert", body).eval()
-    parts = []
+    features = None
+    lengths = attention_mask.sum(dim=1)
+    order = torch.argsort(lengths, stable=True)  # similar lengths together: each batch is cut to its longest row
     for start in range(0, len(ids), batch_size):
-        rows = slice(start, start + batch_size)
-        output = body(ids[rows], attention_mask=attention_mask[rows])
-        parts.append(output.pooled if pooling == "cls" else mean_pool(output.hidden_states, attention_mask[rows]))
-    return torch.cat(parts)
+        rows = order[start : start + batch_size]
+        width = int(lengths[rows].max())  # right padding: every real token of these rows lies before `width`
+        batch_ids, batch_mask = ids[rows, :width], attention_mask[rows, :width]
+        output = body(batch_ids, attention_mask=batch_mask)
+        vectors = output.pooled if pooling == "cls" else mean_pool(output.hidden_states, batch_mask)
+        if features is None:
+            features = vectors.new_empty(len(ids), vectors.shape[1])
+        features[rows] = vectors  # back in the callers' order
+    return features
 
 
 def _logits(output) -> torch.Tensor:
