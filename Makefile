@@ -17,7 +17,8 @@ export TRANSFORMERS_OFFLINE := 1
 install: $(STAMP)
 
 $(STAMP): requirements.txt pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@# A .venv left half-made (an interrupted install) has no working pip: start it again.
+	@$(BIN)/python -m pip --version > /dev/null 2>&1 || { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); }
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	$(BIN)/python -m pip install --quiet --no-deps -e .
