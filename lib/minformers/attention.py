@@ -112,11 +112,13 @@ class MultiHeadAttention(nn.Module):
         x = x.view(B, T, self.n_heads, self.head_dim)  # (B, T, C) -> (B, T, H, D)
         return x.transpose(1, 2)  # (B, T, H, D) -> (B, H, T, D)
 
-    def forward(self, query, key=None, value=None, mask=None, return_weights=False):
+    def forward(self, query, key=None, value=None, mask=None, return_weights=False, cache=None, cache_layer=0):
         """query: (B, T_q, C); key, value: (B, T_k, C). Returns (B, T_q, C) [, weights (B, H, T_q, T_k)].
 
         Self-attention when ``key`` is None; ``value`` defaults to ``key`` (cross-attention reads
         one memory for both). ``mask`` is bool, broadcastable to (B, H, T_q, T_k).
+        With a ``cache`` (``minformers.kv_cache.KVCache``), the new keys and values are appended to layer
+        ``cache_layer``'s and the queries attend over all of them; ``mask`` must then cover every cached key.
         """
         key = query if key is None else key
         value = key if value is None else value
@@ -132,6 +134,8 @@ class MultiHeadAttention(nn.Module):
         q = self._split_heads(self.q_proj(query))  # (B, T_q, C) -> (B, H, T_q, D)
         k = self._split_heads(self.k_proj(key))  # (B, T_k, C) -> (B, H, T_k, D)
         v = self._split_heads(self.v_proj(value))  # (B, T_k, C) -> (B, H, T_k, D)
+        if cache is not None:
+            k, v = cache.update(cache_layer, k, v)  # (B, H, T_cached + T_k, D): the new keys after the old
         dropout_p = self.dropout if self.training else 0.0
         weights = None
         if self.fused:

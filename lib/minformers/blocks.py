@@ -73,12 +73,21 @@ class TransformerBlock(nn.Module):
         self.feed_forward_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.dropout = nn.Dropout(dropout)  # on the attention sublayer's output; FeedForward has its own
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """x: (B, T, C); mask: bool, True = may attend, broadcastable to (B, H, T, T). Returns (B, T, C)."""
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, cache=None, cache_layer: int = 0
+                ) -> torch.Tensor:
+        """x: (B, T, C); mask: bool, True = may attend, broadcastable to (B, H, T, T_k). Returns (B, T, C).
+
+        ``cache``, a ``KVCache``, makes the attention also read the keys and values of earlier calls (decoding);
+        ``cache_layer`` is this block's index in it.
+        """
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape (B, T, {self.d_model}) (d_model), got {tuple(x.shape)}")
+
+        def attend(h: torch.Tensor) -> torch.Tensor:
+            return self.dropout(self.attention(h, mask=mask, cache=cache, cache_layer=cache_layer))
+
         if self.norm_first:
-            x = x + self.dropout(self.attention(self.attention_norm(x), mask=mask))
+            x = x + attend(self.attention_norm(x))
             return x + self.feed_forward(self.feed_forward_norm(x))
-        x = self.attention_norm(x + self.dropout(self.attention(x, mask=mask)))
+        x = self.attention_norm(x + attend(x))
         return self.feed_forward_norm(x + self.feed_forward(x))

@@ -147,3 +147,77 @@ def hf_bert_state_dict(ours) -> dict:
     if "cls.predictions.decoder.bias" in state:  # HF's MLM head holds its bias under two names
         state["cls.predictions.bias"] = state["cls.predictions.decoder.bias"]
     return state
+
+
+# GPT-2: HF keeps GPT-2's original Conv1D layers, whose weights are stored (in, out), the transpose of nn.Linear's,
+# and one c_attn matrix holding q, k and v side by side.
+def hf_gpt2_state_dict(ours) -> dict:
+    """Our pre-LN ``GPT`` as the state dict of HF's ``GPT2LMHeadModel`` (lm_head tied to wte, as HF ties it).
+
+    >>> from minformers.gpt import GPT, GPTConfig
+    >>> model = GPT(GPTConfig.tiny(vocab_size=50))
+    >>> copy = load_hf_gpt2(GPT(model.config), hf_gpt2_state_dict(model))
+    >>> torch.equal(copy.layers[0].attention.k_proj.weight, model.layers[0].attention.k_proj.weight)
+    True
+    """
+    if ours.final_norm is None:
+        raise ValueError("HF's GPT2 is pre-LN with a final LayerNorm; a post-LN GPT (GPT-1 style) has no equivalent")
+    state = {"transformer.wte.weight": ours.token_embedding.weight,
+             "transformer.wpe.weight": ours.position_embedding.embedding.weight,
+             "transformer.ln_f.weight": ours.final_norm.weight, "transformer.ln_f.bias": ours.final_norm.bias,
+             "lm_head.weight": ours.token_embedding.weight}
+    for index, layer in enumerate(ours.layers):
+        attention, feed_forward, prefix = layer.attention, layer.feed_forward, f"transformer.h.{index}."
+        projections = (attention.q_proj, attention.k_proj, attention.v_proj)
+        state |= {
+            prefix + "ln_1.weight": layer.attention_norm.weight, prefix + "ln_1.bias": layer.attention_norm.bias,
+            prefix + "attn.c_attn.weight": torch.cat([p.weight for p in projections]).T,  # (C, 3C)
+            prefix + "attn.c_attn.bias": torch.cat([p.bias for p in projections]),
+            prefix + "attn.c_proj.weight": attention.out_proj.weight.T,
+            prefix + "attn.c_proj.bias": attention.out_proj.bias,
+            prefix + "ln_2.weight": layer.feed_forward_norm.weight, prefix + "ln_2.bias": layer.feed_forward_norm.bias,
+            prefix + "mlp.c_fc.weight": feed_forward.up_proj.weight.T,
+            prefix + "mlp.c_fc.bias": feed_forward.up_proj.bias,
+            prefix + "mlp.c_proj.weight": feed_forward.down_proj.weight.T,
+            prefix + "mlp.c_proj.bias": feed_forward.down_proj.bias,
+        }  # fmt: skip
+    return {key: value.detach().clone() for key, value in state.items()}
+
+
+@torch.no_grad()
+def load_hf_gpt2(ours, hf_state_dict: dict):
+    """Copy a HF ``GPT2LMHeadModel`` (or ``GPT2Model``: keys without "transformer.") state dict into our ``GPT``."""
+    theirs = {key if key.startswith(("transformer.", "lm_head.")) else f"transformer.{key}": value
+              for key, value in hf_state_dict.items() if not key.endswith((".attn.bias", ".attn.masked_bias"))}
+    expected = hf_gpt2_state_dict(ours)  # the same keys and shapes, in HF's layout
+    if "lm_head.weight" in theirs and not torch.equal(theirs["lm_head.weight"], theirs["transformer.wte.weight"]):
+        raise ValueError("lm_head.weight differs from transformer.wte.weight, but our GPT ties them")
+    theirs.setdefault("lm_head.weight", theirs.get("transformer.wte.weight"))
+    missing, unexpected = sorted(set(expected) - set(theirs)), sorted(set(theirs) - set(expected))
+    if missing or unexpected:
+        raise ValueError(f"the HF state dict does not fit this GPT: missing {missing[:5]}; unexpected {unexpected[:5]}")
+    for key, value in expected.items():
+        if theirs[key].shape != value.shape:
+            raise ValueError(f"{key} has shape {tuple(theirs[key].shape)}, expected {tuple(value.shape)}")
+    d_model = ours.config.d_model
+    ours.token_embedding.weight.copy_(theirs["transformer.wte.weight"])
+    ours.position_embedding.embedding.weight.copy_(theirs["transformer.wpe.weight"])
+    ours.final_norm.weight.copy_(theirs["transformer.ln_f.weight"])
+    ours.final_norm.bias.copy_(theirs["transformer.ln_f.bias"])
+    for index, layer in enumerate(ours.layers):
+        attention, feed_forward, prefix = layer.attention, layer.feed_forward, f"transformer.h.{index}."
+        qkv_weight = theirs[prefix + "attn.c_attn.weight"].T.split(d_model)  # (3C, C) -> three (C, C)
+        qkv_bias = theirs[prefix + "attn.c_attn.bias"].split(d_model)
+        for projection, weight, bias in zip((attention.q_proj, attention.k_proj, attention.v_proj), qkv_weight,
+                                            qkv_bias, strict=True):
+            projection.weight.copy_(weight)
+            projection.bias.copy_(bias)
+        pairs = [(attention.out_proj, "attn.c_proj"), (feed_forward.up_proj, "mlp.c_fc"),
+                 (feed_forward.down_proj, "mlp.c_proj")]
+        for linear, name in pairs:
+            linear.weight.copy_(theirs[f"{prefix}{name}.weight"].T)  # Conv1D (in, out) -> Linear (out, in)
+            linear.bias.copy_(theirs[f"{prefix}{name}.bias"])
+        for norm, name in [(layer.attention_norm, "ln_1"), (layer.feed_forward_norm, "ln_2")]:
+            norm.weight.copy_(theirs[f"{prefix}{name}.weight"])
+            norm.bias.copy_(theirs[f"{prefix}{name}.bias"])
+    return ours
