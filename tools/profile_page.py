@@ -44,10 +44,12 @@ def main() -> None:
     notebook = jupytext.read(arguments.page)
     client = TimedClient(notebook, timeout=600, resources={"metadata": {"path": str(arguments.page.parent)}})
     started = time.perf_counter()
-    client.execute()
+    try:
+        client.execute()
+    finally:  # the outputs up to a failing cell are what one needs to read
+        if arguments.save:
+            nbformat.write(notebook, arguments.save)
     total = time.perf_counter() - started
-    if arguments.save:
-        nbformat.write(notebook, arguments.save)
     print(f"{arguments.page}: {total:.1f} s in all, {len(client.cell_seconds)} code cells")
     for seconds, index, first_line in sorted(client.cell_seconds, reverse=True)[: arguments.top]:
         print(f"{seconds:7.2f} s  cell {index:3d}  {first_line[:80]}")

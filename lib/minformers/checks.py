@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from minformers import bpe, finetuning, masks, objectives, positions, similarity
+from minformers import bpe, finetuning, gpt, masks, objectives, positions, similarity
 from minformers.wordpiece import WordPieceTokenizer
 
 _BLOCKED = "minformers-reference-blocked"
@@ -282,6 +282,22 @@ def check_encode_sentences(learner: Callable) -> None:
     ]
     run_check("check_encode_sentences", learner, finetuning.encode_sentences, cases,
               blocked_functions=[finetuning.encode_sentences])
+
+
+def check_language_model_loss(learner: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
+    """Exercise: `learner(logits, input_ids)` is GPT's next-token cross-entropy, a mean over the B x (T - 1)
+    predictions, as gpt.language_model_loss."""
+    draw = torch.Generator().manual_seed(0)
+    cases = [
+        Case("a uniform guess", (torch.zeros(1, 4, 6), torch.tensor([[0, 1, 2, 3]]))),
+        Case("random logits, batch of 3", (torch.randn(3, 7, 11, generator=draw), torch.randint(0, 11, (3, 7),
+                                                                                               generator=draw))),
+        Case("two tokens: one prediction", (torch.randn(2, 2, 5, generator=draw), torch.tensor([[1, 4], [0, 2]]))),
+        Case("large logits (numerical stability)", (100 * torch.randn(2, 5, 9, generator=draw),
+                                                    torch.randint(0, 9, (2, 5), generator=draw))),
+    ]
+    run_check("check_language_model_loss", learner, gpt.language_model_loss, cases,
+              blocked_functions=[gpt.language_model_loss])
 
 
 def check_mean_pool(learner: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:

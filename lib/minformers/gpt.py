@@ -94,8 +94,10 @@ class GPTConfig:
         if not self.norm_first:
             raise ValueError("HF's GPT2 is pre-LN; a post-LN (GPT-1 style) config has no GPT2Config equivalent")
         values = {theirs: getattr(self, ours) for ours, theirs in _HF_NAMES.items()}
+        end_of_text = self.vocab_size - 1  # GPT-2's <|endoftext|> is its last token (50256)
         return transformers.GPT2Config(**values, embd_pdrop=self.dropout, attn_pdrop=self.dropout,
-                                       activation_function=_HF_ACTIVATIONS[self.activation])
+                                       activation_function=_HF_ACTIVATIONS[self.activation],
+                                       bos_token_id=end_of_text, eos_token_id=end_of_text)
 
     @classmethod
     def from_hf(cls, hf_config) -> "GPTConfig":
