@@ -270,6 +270,26 @@ def finished_checkpoint(tmp_path):
     return model, config, path
 
 
+def test_text_from_evaluate_is_recorded_and_survives_a_resume(tmp_path):
+    """evaluate may return strings (a generated sample): they go to history.text, not into the printed numbers,
+    and a finished checkpoint gives them back."""
+
+    def evaluate_with_sample(model):
+        best = model(torch.arange(VOCAB)[None]).argmax(-1)[0].tolist()  # the model's guess after each id
+        return {"val_loss": token_loss(model, token_batch(10_000)), "sample": " ".join(map(str, best))}
+
+    config = TrainConfig(steps=6, lr=0.02, warmup_steps=1, eval_every=3)
+    path = tmp_path / "run.safetensors"
+    torch.manual_seed(0)
+    history = train(TinyTiedModel(), token_batch, token_loss, config, evaluate=evaluate_with_sample,
+                    checkpoint=path, progress=False)
+    assert list(history.eval) == ["val_loss"] and len(history.text["sample"]) == 2
+    assert all(isinstance(sample, str) for sample in history.text["sample"])
+    again = train(TinyTiedModel(), token_batch, token_loss, config, evaluate=evaluate_with_sample, checkpoint=path,
+                  progress=False)
+    assert again.text == history.text
+
+
 def test_resume_refuses_another_config_or_model(finished_checkpoint):
     _, config, path = finished_checkpoint
     changed = TrainConfig(steps=4, lr=0.03, warmup_steps=1, eval_every=2, grad_clip=None)

@@ -129,6 +129,7 @@ class History:
     seconds: list[float] = field(default_factory=list)  # wall time since the run began, after each step
     eval_steps: list[int] = field(default_factory=list)  # updates received before each evaluation
     eval: dict[str, list[float]] = field(default_factory=dict)  # name -> value per entry of eval_steps
+    text: dict[str, list[str]] = field(default_factory=dict)  # strings evaluate returned (say, samples), per eval
 
     def to_dict(self) -> dict:
         return asdict(self)  # plain lists and dicts: json.dumps-able
@@ -263,14 +264,17 @@ def _resume(path: Path, model, optimizer, config: TrainConfig) -> tuple[int, His
     return meta["step"], History.from_dict(meta["history"])
 
 
-def _evaluate(evaluate: Callable, model: torch.nn.Module) -> dict[str, float]:
+def _evaluate(evaluate: Callable, model: torch.nn.Module) -> tuple[dict[str, float], dict[str, str]]:
+    """Run ``evaluate`` in eval mode without gradients; split what it returns into numbers and strings."""
     was_training = model.training
     model.eval()  # dropout off
     try:
         with torch.no_grad():
-            return {name: _number(value) for name, value in evaluate(model).items()}
+            results = evaluate(model)
     finally:
         model.train(was_training)
+    texts = {name: value for name, value in results.items() if isinstance(value, str)}
+    return {name: _number(value) for name, value in results.items() if name not in texts}, texts
 
 
 def _line(history: History, since: int, done: int, steps: int, evaluated: bool) -> str:
@@ -291,8 +295,9 @@ def train(model: torch.nn.Module, batch_for_step: Callable[[int], object], loss_
     """Train ``model`` for ``config.steps`` AdamW updates and return its History (example at the top of the module).
 
     ``evaluate(model) -> {name: float}`` runs every ``eval_every`` steps and at the last one, in eval mode without
-    gradients. With ``checkpoint`` (a file path) the run is saved at each evaluation, and a run that finds the file
-    resumes from it, repeating the uninterrupted run's losses exactly; a finished checkpoint returns at once.
+    gradients; a value that is a str (a generated sample, say) goes to ``history.text`` instead of ``history.eval``.
+    With ``checkpoint`` (a file path) the run is saved at each evaluation, and a run that finds the file resumes from
+    it, repeating the uninterrupted run's losses exactly; a finished checkpoint returns at once.
     ``progress``: True draws a tqdm bar, False prints a line per evaluation; None picks the bar unless the
     environment variable MINFORMERS_BUILD is set, and not to 0 (the book build sets it: a redrawn bar is noise in a
     static page).
@@ -336,7 +341,9 @@ def train(model: torch.nn.Module, batch_for_step: Callable[[int], object], loss_
             evaluating = done % config.eval_every == 0 or done == config.steps
             if evaluating:
                 history.eval_steps.append(done)
-                _append(history.eval, _evaluate(evaluate, model) if evaluate else {}, "evaluate")
+                numbers, texts = _evaluate(evaluate, model) if evaluate else ({}, {})
+                _append(history.eval, numbers, "evaluate")
+                _append(history.text, texts, "evaluate")
                 if path is not None:
                     _save(path, model, optimizer, config, history, done)
             bar.update()
