@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from minformers import bpe, finetuning, gpt, masks, objectives, positions, similarity
+from minformers import bpe, finetuning, generation, gpt, masks, objectives, positions, similarity
 from minformers.wordpiece import WordPieceTokenizer
 
 _BLOCKED = "minformers-reference-blocked"
@@ -298,6 +298,24 @@ def check_language_model_loss(learner: Callable[[torch.Tensor, torch.Tensor], to
     ]
     run_check("check_language_model_loss", learner, gpt.language_model_loss, cases,
               blocked_functions=[gpt.language_model_loss])
+
+
+def _top_p_reference(logits: torch.Tensor, p: float) -> torch.Tensor:
+    return generation.filter_logits(logits, top_p=p)
+
+
+def check_top_p_filter(learner: Callable[[torch.Tensor, float], torch.Tensor]) -> None:
+    """Exercise: `learner(logits, p)` keeps the smallest set of most likely tokens whose probabilities reach p
+    (the top token always) and sets the other logits to -inf, as generation.filter_logits(logits, top_p=p)."""
+    draw = torch.Generator().manual_seed(0)
+    cases = [
+        Case("p = 1 keeps everything", (torch.log(torch.tensor([[0.1, 0.4, 0.2, 0.3]])), 1.0)),
+        Case("the top token alone reaches p", (torch.log(torch.tensor([[0.1, 0.4, 0.2, 0.3]])), 0.4)),
+        Case("two tokens needed", (torch.log(torch.tensor([[0.1, 0.4, 0.2, 0.3]])), 0.65)),
+        Case("a tiny p still keeps the top token", (torch.log(torch.tensor([[0.5, 0.25, 0.25]])), 0.01)),
+        Case("a batch of random rows", (torch.randn(5, 30, generator=draw), 0.8)),
+    ]
+    run_check("check_top_p_filter", learner, _top_p_reference, cases, blocked_functions=[generation.filter_logits])
 
 
 def check_mean_pool(learner: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
