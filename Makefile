@@ -79,6 +79,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_attention.py
 	$(BIN)/python benchmarks/bench_tokenizers.py
+	$(BIN)/python benchmarks/bench_gpt.py
 
 # Re-lock requirements.txt from requirements.in in a throwaway venv.
 lock:

@@ -1,11 +1,13 @@
-"""A character-level GPT trained on Shakespeare: one recipe that the GPT page runs and explains, and that later
-pages (generation) start from.
+"""A character-level language model trained on Shakespeare: one recipe that the GPT page runs and explains, that
+later pages start from (generation), and that trains a Llama-style decoder on exactly the same data and budget
+(the modern-decoder page).
 
-    corpus = shakespeare_characters()            # 84 characters; every seventh work held out
-    model, history = train_shakespeare_gpt(corpus)  # trained, or loaded from this build's checkpoint
+    corpus = shakespeare_characters()         # 84 characters; every seventh work held out
+    model, history = train_char_model(corpus)  # trained, or loaded from this build's checkpoint
 
-The model is nanoGPT's CPU recipe (4 layers, 4 heads, 128 channels, a context of 64, 12 windows per step). Each
-evaluation also writes a sample from the prompt "ROMEO:", kept in ``history.text["sample"]``.
+The GPT is nanoGPT's CPU recipe (4 layers, 4 heads, 128 channels, a context of 64, 12 windows per step); the Llama
+has the same depth, width and heads, with the feed-forward width chosen so that the two have about as many
+parameters. Each evaluation also writes a sample from the prompt "ROMEO:", kept in ``history.text["sample"]``.
 
     >>> corpus = shakespeare_characters()
     >>> corpus.tokenizer.vocab_size, corpus.held_out[:2]
@@ -16,11 +18,13 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 
 import torch
+from torch import nn
 
 from minformers import data
 from minformers.generation import generate
 from minformers.gpt import GPT, GPTConfig, language_model_loss
 from minformers.language_modeling import CharTokenizer, random_windows
+from minformers.llama import LlamaConfig, LlamaForCausalLM
 from minformers.train import History, TrainConfig, checkpoint_path, train
 from minformers.validation import check_size
 
@@ -47,24 +51,37 @@ def shakespeare_characters() -> CharCorpus:
 
 
 @dataclass(frozen=True)
-class CharGPTRun:
-    """What one training run is: the schedule, the batch, the sample written at each evaluation."""
+class CharRun:
+    """What one training run is: the architecture, the schedule, the batch, the sample written at each evaluation."""
 
+    architecture: str = "gpt"  # or "llama"
     schedule: TrainConfig = TrainConfig(steps=300, lr=3e-3, warmup_steps=30, eval_every=50)
     batch_size: int = 12  # windows of max_len characters per step
     validation_windows: int = 64  # fixed held-out windows scored at every evaluation
     sample_length: int = 120  # characters generated after the prompt at each evaluation, temperature 0.8
-    model_changes: tuple[tuple[str, object], ...] = ()  # GPTConfig.tiny overrides, e.g. (("n_layers", 2),)
+    model_changes: tuple[tuple[str, object], ...] = ()  # config overrides, e.g. (("n_layers", 2),)
 
     def __post_init__(self):
+        if self.architecture not in ("gpt", "llama"):
+            raise ValueError(f"architecture must be 'gpt' or 'llama', got {self.architecture!r}")
         for name in ("batch_size", "validation_windows", "sample_length"):
             check_size(name, getattr(self, name))
 
-    def config(self, corpus: CharCorpus) -> GPTConfig:
-        return GPTConfig.tiny(vocab_size=corpus.tokenizer.vocab_size, **dict(self.model_changes))
+    def config(self, corpus: CharCorpus) -> GPTConfig | LlamaConfig:
+        vocab_size, changes = corpus.tokenizer.vocab_size, dict(self.model_changes)
+        if self.architecture == "gpt":
+            return GPTConfig.tiny(vocab_size=vocab_size, **changes)
+        # GPT's shape, with 2 key/value heads for its 4 query heads; SwiGLU's three matrices of width 384 hold about
+        # as many parameters as GPT's two of width 512, which also covers GPT's position table.
+        sizes = {"d_model": 128, "n_layers": 4, "n_heads": 4, "n_kv_heads": 2, "d_ff": 384, "max_len": 64}
+        return LlamaConfig.tiny(vocab_size=vocab_size, **{**sizes, **changes})
+
+    def build(self, corpus: CharCorpus) -> nn.Module:
+        config = self.config(corpus)
+        return GPT(config) if self.architecture == "gpt" else LlamaForCausalLM(config)
 
 
-def sample(model: GPT, tokenizer: CharTokenizer, length: int, prompt: str = PROMPT, temperature: float = 0.8,
+def sample(model: nn.Module, tokenizer: CharTokenizer, length: int, prompt: str = PROMPT, temperature: float = 0.8,
            seed: int = 0) -> str:
     """``length`` characters after ``prompt``, with the same random draws for a given seed (a sliding window, so
     any length works)."""
@@ -74,10 +91,11 @@ def sample(model: GPT, tokenizer: CharTokenizer, length: int, prompt: str = PROM
     return tokenizer.decode(out[0])
 
 
-def train_shakespeare_gpt(corpus: CharCorpus, run: CharGPTRun = CharGPTRun(),
-                          progress: bool | None = None) -> tuple[GPT, History]:
-    """Train the character GPT; return it (in eval mode) and its History: "loss", "val_loss", and at every
-    evaluation a sample in ``history.text["sample"]``. The batch for step s is seeded by s."""
+def train_char_model(corpus: CharCorpus, run: CharRun = CharRun(),
+                     progress: bool | None = None) -> tuple[nn.Module, History]:
+    """Train the character model; return it (in eval mode) and its History: "loss", "val_loss", and at every
+    evaluation a sample in ``history.text["sample"]``. The batch for step s is seeded by s, so two architectures
+    trained with the same run see the same windows in the same order."""
     config = run.config(corpus)
     validation = random_windows(corpus.validation_ids, config.max_len, run.validation_windows,
                                 torch.Generator().manual_seed(12345))
@@ -85,17 +103,17 @@ def train_shakespeare_gpt(corpus: CharCorpus, run: CharGPTRun = CharGPTRun(),
     def batch_for_step(step: int) -> torch.Tensor:
         return random_windows(corpus.train_ids, config.max_len, run.batch_size, torch.Generator().manual_seed(step))
 
-    def loss_for_batch(model: GPT, windows: torch.Tensor) -> torch.Tensor:
+    def loss_for_batch(model: nn.Module, windows: torch.Tensor) -> torch.Tensor:
         return language_model_loss(model(windows), windows)
 
-    def evaluate(model: GPT) -> dict:
+    def evaluate(model: nn.Module) -> dict:
         return {"val_loss": loss_for_batch(model, validation),
                 "sample": sample(model, corpus.tokenizer, run.sample_length)}
 
     torch.manual_seed(0)  # the initial weights: the same model whatever ran before in the session
-    model = GPT(config)
+    model = run.build(corpus)
     settings = {"run": asdict(run), "config": asdict(config), "vocab": corpus.tokenizer.id_to_char,
                 "held_out": corpus.held_out}
     history = train(model, batch_for_step, loss_for_batch, run.schedule, evaluate=evaluate,
-                    checkpoint=checkpoint_path("gpt-shakespeare-chars", settings), progress=progress)
+                    checkpoint=checkpoint_path(f"{run.architecture}-shakespeare-chars", settings), progress=progress)
     return model.eval(), history
