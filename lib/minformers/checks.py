@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from minformers import bpe, finetuning, generation, gpt, masks, objectives, positions, similarity
+from minformers import bpe, finetuning, generation, gpt, llama, masks, objectives, positions, similarity
 from minformers.wordpiece import WordPieceTokenizer
 
 _BLOCKED = "minformers-reference-blocked"
@@ -316,6 +316,26 @@ def check_top_p_filter(learner: Callable[[torch.Tensor, float], torch.Tensor]) -
         Case("a batch of random rows", (torch.randn(5, 30, generator=draw), 0.8)),
     ]
     run_check("check_top_p_filter", learner, _top_p_reference, cases, blocked_functions=[generation.filter_logits])
+
+
+def _rms_norm_reference(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    norm = llama.RMSNorm(x.shape[-1], eps=eps)
+    with torch.no_grad():
+        norm.weight.copy_(weight)
+        return norm(x)
+
+
+def check_rms_norm(learner: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]) -> None:
+    """Exercise: `learner(x, weight, eps)` is RMSNorm over the last dim, as llama.RMSNorm with that weight."""
+    draw = torch.Generator().manual_seed(0)
+    cases = [
+        Case("one vector, unit weight", (torch.tensor([[3.0, 4.0]]), torch.ones(2), 1e-6)),
+        Case("a batch of sequences", (torch.randn(2, 5, 8, generator=draw), torch.rand(8, generator=draw), 1e-6)),
+        Case("eps matters for a zero vector", (torch.zeros(1, 4), torch.ones(4), 1e-2)),
+        Case("large values", (1000 * torch.randn(3, 16, generator=draw), torch.randn(16, generator=draw), 1e-5)),
+    ]
+    run_check("check_rms_norm", learner, _rms_norm_reference, cases, blocked_functions=[llama.RMSNorm.forward],
+              blocked_attributes=[(torch.nn.functional, "rms_norm"), (torch, "rms_norm")])
 
 
 def check_mean_pool(learner: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
