@@ -55,7 +55,7 @@ class CharRun:
     """What one training run is: the architecture, the schedule, the batch, the sample written at each evaluation."""
 
     architecture: str = "gpt"  # or "llama"
-    schedule: TrainConfig = TrainConfig(steps=300, lr=3e-3, warmup_steps=30, eval_every=50)
+    schedule: TrainConfig = TrainConfig(steps=250, lr=3e-3, warmup_steps=25, eval_every=50)
     batch_size: int = 12  # windows of max_len characters per step
     validation_windows: int = 64  # fixed held-out windows scored at every evaluation
     sample_length: int = 57  # characters generated after the prompt at each evaluation (temperature 0.8): with the
