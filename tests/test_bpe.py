@@ -1,5 +1,6 @@
 """Byte-level BPE: hand-derived merges, a slow reference trainer, parity with tiktoken on GPT-2's files, round trips."""
 
+import unicodedata
 from collections import Counter
 from itertools import pairwise
 
@@ -203,7 +204,17 @@ def test_round_trip_on_any_text(small, gpt2, tiktoken_gpt2, text):
         ids = tokenizer.encode(text)
         assert all(token_id in tokenizer.vocab for token_id in ids)
         assert tokenizer.decode(ids) == text
-    assert gpt2.encode(text) == tiktoken_gpt2.encode(text, allowed_special="all")
+    # Parity with tiktoken only on assigned characters: for a code point that Python's Unicode 14 tables call
+    # unassigned, the `regex` package (newer tables) and tiktoken's Rust engine may disagree on whether it is a letter,
+    # and so split around it differently (seen: U+3D000 before "'s"). That is a difference of Unicode data, not of
+    # BPE; on every assigned character the two must agree.
+    if not any(unicodedata.category(char) == "Cn" for char in text):
+        assert gpt2.encode(text) == tiktoken_gpt2.encode(text, allowed_special="all")
+
+
+def test_where_unicode_tables_differ_round_trip_still_holds(gpt2):
+    text = "\U0003d000's"  # unassigned in Unicode 14; a letter to regex 2026.11.15
+    assert gpt2.decode(gpt2.encode(text)) == text
 
 
 def cut(text: str, positions: list[int]) -> list[str]:
