@@ -65,8 +65,10 @@ def test_gpt1_count_by_hand():
 
 def test_output_is_tied_and_causal():
     model = GPT(TINY).eval()
-    assert model.token_embedding.weight.data_ptr() == next(iter(model.token_embedding.parameters())).data_ptr()
     ids = torch.randint(0, 99, (1, 10))
+    with torch.no_grad():  # the logits are the hidden states read through W_e^T, and there is no other V x C matrix
+        torch.testing.assert_close(model(ids), model.hidden_states(ids) @ model.token_embedding.weight.T)
+    assert sum(p.numel() for p in model.parameters() if p.shape == model.token_embedding.weight.shape) == 99 * 32
     changed = ids.clone()
     changed[0, 6] = (ids[0, 6] + 1) % 99
     with torch.no_grad():

@@ -61,6 +61,7 @@ class CharRun:
     sample_length: int = 57  # characters generated after the prompt at each evaluation (temperature 0.8): with the
     # prompt, 64, the context, so the KV cache serves the whole sample
     model_changes: tuple[tuple[str, object], ...] = ()  # config overrides, e.g. (("n_layers", 2),)
+    init_seed: int = 0  # the initial weights; change it to measure how much a result depends on them
 
     def __post_init__(self):
         if self.architecture not in ("gpt", "llama"):
@@ -112,7 +113,7 @@ def train_char_model(corpus: CharCorpus, run: CharRun = CharRun(),
         return {"val_loss": loss_for_batch(model, validation),
                 "sample": sample(model, corpus.tokenizer, run.sample_length)}
 
-    torch.manual_seed(0)  # the initial weights: the same model whatever ran before in the session
+    torch.manual_seed(run.init_seed)  # the initial weights: the same model whatever ran before in the session
     model = run.build(corpus)
     settings = {"run": asdict(run), "config": asdict(config), "vocab": corpus.tokenizer.id_to_char,
                 "held_out": corpus.held_out}
