@@ -179,12 +179,36 @@ def calls_lib_mean_pool(hidden, attention_mask):
     return mean_pool(hidden, attention_mask)
 
 
+def loop_text_lm_loss(lm_logits, input_ids, lengths):
+    losses = []
+    for row in range(len(input_ids)):
+        for target in range(1, int(lengths[row]) - 1):  # the text pieces; the extract token is at length - 1
+            log_probabilities = torch.log_softmax(lm_logits[row, target - 1], dim=-1)
+            losses.append(-log_probabilities[input_ids[row, target]])
+    return torch.stack(losses).mean()
+
+
+def lm_loss_with_extract_token(lm_logits, input_ids, lengths):  # predicts the extract token too
+    targets = input_ids[:, 1:].clone()
+    targets[torch.arange(1, input_ids.shape[1]) >= lengths[:, None]] = -100
+    return torch.nn.functional.cross_entropy(lm_logits[:, :-1].flatten(0, 1), targets.flatten(), ignore_index=-100)
+
+
+def lm_loss_over_padding(lm_logits, input_ids, lengths):  # forgets the lengths
+    return torch.nn.functional.cross_entropy(lm_logits[:, :-1].flatten(0, 1), input_ids[:, 1:].flatten())
+
+
+def stub_text_lm_loss(lm_logits, input_ids, lengths):
+    raise NotImplementedError("shift by one, mark padding and the extract token as ignored, average the rest")
+
+
 CHECKS = {
     "local_global_mask": (checks.check_local_global_mask, loop_local_global_mask, stub_mask),
     "sinusoidal_positions": (checks.check_sinusoidal_positions, loop_sinusoidal_positions, stub_positions),
     "merge_pair": (checks.check_merge_pair, loop_merge_pair, stub_merge),
     "mlm_masking": (checks.check_mlm_masking, bernoulli_masking, stub_masking),
     "mean_pool": (checks.check_mean_pool, explicit_mean_pool, stub_mean_pool),
+    "text_lm_loss": (checks.check_text_lm_loss, loop_text_lm_loss, stub_text_lm_loss),
 }
 
 WRONG = [
@@ -208,6 +232,8 @@ WRONG = [
     (checks.check_mlm_masking, calls_lib_masking, "calls the library's own solution"),
     (checks.check_mean_pool, mean_over_padding_too, "rows of lengths 5, 3 and 1"),
     (checks.check_mean_pool, calls_lib_mean_pool, "calls the library's own solution"),
+    (checks.check_text_lm_loss, lm_loss_with_extract_token, "values differ"),
+    (checks.check_text_lm_loss, lm_loss_over_padding, "values differ"),
 ]
 
 

@@ -4,8 +4,9 @@ import pytest
 import torch
 
 from minformers.gpt import GPT
+from minformers.language_modeling import LMRun, train_language_model
 from minformers.llama import LlamaForCausalLM
-from minformers.shakespeare_gpt import PROMPT, CharRun, shakespeare_characters, train_char_model
+from minformers.shakespeare_gpt import PROMPT, shakespeare_characters
 from minformers.train import TrainConfig
 
 torch.set_num_threads(1)
@@ -14,13 +15,13 @@ torch.set_num_threads(1)
 @pytest.mark.parametrize("architecture, kind", [("gpt", GPT), ("llama", LlamaForCausalLM)])
 def test_a_short_run_records_samples_and_reloads(architecture, kind):
     corpus = shakespeare_characters()
-    run = CharRun(architecture=architecture, schedule=TrainConfig(steps=6, lr=3e-3, warmup_steps=1, eval_every=3),
+    run = LMRun(architecture=architecture, schedule=TrainConfig(steps=6, lr=3e-3, warmup_steps=1, eval_every=3),
                   batch_size=2, validation_windows=4, sample_length=10, model_changes=(("n_layers", 1),))
-    model, history = train_char_model(corpus, run, progress=False)
+    model, history = train_language_model(corpus, run, progress=False)
     assert isinstance(model, kind) and not model.training
     assert history.eval_steps == [3, 6] and len(history.text["sample"]) == 2
     assert all(text.startswith(PROMPT) and len(text) == len(PROMPT) + 10 for text in history.text["sample"])
-    again, same = train_char_model(corpus, run, progress=False)
+    again, same = train_language_model(corpus, run, progress=False)
     assert same.train == history.train and same.text == history.text
 
 
@@ -29,10 +30,10 @@ def test_the_two_architectures_have_about_the_same_size():
     from minformers.llama import count_parameters as llama_parameters
 
     corpus = shakespeare_characters()
-    gpt, llama = gpt_parameters(CharRun().config(corpus)), llama_parameters(CharRun("llama").config(corpus))
+    gpt, llama = gpt_parameters(LMRun().config(corpus)), llama_parameters(LMRun("llama").config(corpus))
     assert abs(gpt - llama) / gpt < 0.03, (gpt, llama)
 
 
 def test_unknown_architecture_is_refused():
     with pytest.raises(ValueError, match="architecture"):
-        CharRun(architecture="rwkv")
+        LMRun(architecture="rwkv")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from minformers import bpe, finetuning, generation, gpt, llama, masks, objectives, positions, similarity
+from minformers import bpe, finetuning, generation, gpt, gpt_classifier, llama, masks, objectives, positions, similarity
 from minformers.wordpiece import WordPieceTokenizer
 
 _BLOCKED = "minformers-reference-blocked"
@@ -298,6 +298,28 @@ def check_language_model_loss(learner: Callable[[torch.Tensor, torch.Tensor], to
     ]
     run_check("check_language_model_loss", learner, gpt.language_model_loss, cases,
               blocked_functions=[gpt.language_model_loss])
+
+
+def check_text_lm_loss(learner: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
+    """Exercise: `learner(lm_logits, input_ids, lengths)` is the next-token loss over each row's text pieces only
+    (tokens 1 .. length-2: no padding, no extract token), a mean over those predictions, as
+    gpt_classifier.text_lm_loss."""
+    draw = torch.Generator().manual_seed(0)
+    cases = [
+        Case("one row, no padding", (torch.randn(1, 5, 7, generator=draw), torch.tensor([[0, 3, 4, 5, 1]]),
+                                     torch.tensor([5]))),
+        Case("rows of lengths 6, 4 and 3 (padded)", (torch.randn(3, 6, 9, generator=draw),
+                                                     torch.randint(0, 9, (3, 6), generator=draw),
+                                                     torch.tensor([6, 4, 3]))),
+        Case("a long row beside short ones", (torch.randn(4, 10, 5, generator=draw),
+                                              torch.randint(0, 5, (4, 10), generator=draw),
+                                              torch.tensor([3, 10, 5, 3]))),
+        Case("large logits (numerical stability)", (100 * torch.randn(2, 4, 6, generator=draw),
+                                                    torch.randint(0, 6, (2, 4), generator=draw),
+                                                    torch.tensor([4, 3]))),
+    ]
+    run_check("check_text_lm_loss", learner, gpt_classifier.text_lm_loss, cases,
+              blocked_functions=[gpt_classifier.text_lm_loss, gpt.language_model_loss])
 
 
 def _top_p_reference(logits: torch.Tensor, p: float) -> torch.Tensor:

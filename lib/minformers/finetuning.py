@@ -73,14 +73,20 @@ def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 def fit_classifier(model: nn.Module, train_inputs: tuple[torch.Tensor, ...], train_labels: torch.Tensor,
                    dev_inputs: tuple[torch.Tensor, ...], dev_labels: torch.Tensor, schedule: TrainConfig,
-                   batch_size: int = 32, progress: bool | None = None) -> History:
+                   batch_size: int = 32, progress: bool | None = None, lm_weight: float = 0.0) -> History:
     """Train ``model`` so that ``model(*inputs)`` (logits, or an output with ``.logits``) predicts the labels.
 
     Each step draws ``batch_size`` training rows at random, seeded by the step; the dev set is scored whole at every
     evaluation ("dev_loss", "dev_accuracy"). The same loop fits a whole BERT (inputs: ids and attention mask) and a
     linear probe (inputs: features), so their curves compare like for like.
+
+    An output that also has ``.lm_loss`` (a ``gpt_classifier.GPTClassifier``'s) is trained on GPT-1's
+    L3 = L2 + lm_weight * L1, where L2 is the classes' cross-entropy and L1 that language-modelling loss; both are
+    logged on every batch ("classifier_loss", "lm_loss") and on the dev set ("dev_lm_loss"), whatever the weight.
     """
     check_size("batch_size", batch_size)
+    if not lm_weight >= 0:
+        raise ValueError(f"lm_weight must be >= 0, got {lm_weight}")
     if any(len(x) != len(train_labels) for x in train_inputs) or any(len(x) != len(dev_labels) for x in dev_inputs):
         raise ValueError("every input tensor must have one row per label")
 
@@ -90,12 +96,21 @@ def fit_classifier(model: nn.Module, train_inputs: tuple[torch.Tensor, ...], tra
 
     def loss_for_batch(model: nn.Module, batch) -> dict[str, torch.Tensor]:
         inputs, labels = batch
-        logits = _logits(model(*inputs))
-        return {"loss": F.cross_entropy(logits, labels), "accuracy": accuracy(logits, labels)}
+        output = model(*inputs)
+        logits = _logits(output)
+        classifier_loss = F.cross_entropy(logits, labels)
+        if not hasattr(output, "lm_loss"):
+            if lm_weight:
+                raise ValueError("lm_weight needs a model whose output has .lm_loss, such as a GPTClassifier")
+            return {"loss": classifier_loss, "accuracy": accuracy(logits, labels)}
+        return {"loss": classifier_loss + lm_weight * output.lm_loss, "classifier_loss": classifier_loss,
+                "lm_loss": output.lm_loss, "accuracy": accuracy(logits, labels)}
 
     def evaluate(model: nn.Module) -> dict[str, torch.Tensor]:
-        logits = _logits(model(*dev_inputs))
-        return {"dev_loss": F.cross_entropy(logits, dev_labels), "dev_accuracy": accuracy(logits, dev_labels)}
+        output = model(*dev_inputs)
+        logits = _logits(output)
+        scores = {"dev_loss": F.cross_entropy(logits, dev_labels), "dev_accuracy": accuracy(logits, dev_labels)}
+        return scores | ({"dev_lm_loss": output.lm_loss} if hasattr(output, "lm_loss") else {})
 
     return train(model, batch_for_step, loss_for_batch, schedule, evaluate=evaluate, progress=progress)
 

@@ -1,5 +1,10 @@
-"""Character-level language modelling data: a tokenizer whose tokens are characters, and batches of random windows
-of a long text. In a window of T tokens, position t predicts token t + 1 (``gpt.language_model_loss``).
+"""Language modelling on a long text: a tokenizer whose tokens are characters, batches of random windows, and one
+training recipe (``LMRun``, ``train_language_model``) that the decoder chapters share. In a window of T tokens,
+position t predicts token t + 1 (``gpt.language_model_loss``).
+
+The default run is nanoGPT's CPU recipe (4 layers, 4 heads, 128 channels, a context of 64, 12 windows per step);
+its Llama has the same depth, width and heads, with the feed-forward width chosen so that the two have about as
+many parameters.
 
     >>> tokenizer = CharTokenizer("hello world")
     >>> tokenizer.vocab_size, tokenizer.decode(tokenizer.encode("low"))
@@ -9,8 +14,15 @@ of a long text. In a window of T tokens, position t predicts token t + 1 (``gpt.
     torch.Size([2, 4])
 """
 
-import torch
+from dataclasses import asdict, dataclass
 
+import torch
+from torch import nn
+
+from minformers.generation import generate
+from minformers.gpt import GPT, GPTConfig, language_model_loss
+from minformers.llama import LlamaConfig, LlamaForCausalLM
+from minformers.train import History, TrainConfig, checkpoint_path, train
 from minformers.validation import check_size
 
 
@@ -46,3 +58,87 @@ def random_windows(ids: torch.Tensor, block_size: int, batch_size: int, generato
         raise ValueError(f"ids must be 1-D and at least block_size={block_size} long, got shape {tuple(ids.shape)}")
     starts = torch.randint(len(ids) - block_size + 1, (batch_size,), generator=generator)  # (B,)
     return ids[starts[:, None] + torch.arange(block_size)]  # (B, 1) + (T,) -> (B, T)
+
+@dataclass(frozen=True)
+class TextCorpus:
+    """A tokenized text to model: what ``train_language_model`` needs, and what names its checkpoint."""
+
+    name: str  # names the checkpoint, with the run's settings: say "shakespeare-chars"
+    tokenizer: object  # encode(str) -> ids, decode(ids) -> str, vocab_size
+    train_ids: torch.Tensor  # (N,), the training text
+    validation_ids: torch.Tensor  # (M,), held-out text
+    held_out: list[str]  # what the held-out text is (say, the names of the held-out works)
+    prompt: str  # the text each evaluation's sample continues
+
+
+@dataclass(frozen=True)
+class LMRun:
+    """What one training run is: the architecture, the schedule, the batch, the sample written at each evaluation."""
+
+    architecture: str = "gpt"  # or "llama"
+    schedule: TrainConfig = TrainConfig(steps=250, lr=3e-3, warmup_steps=25, eval_every=50)
+    batch_size: int = 12  # windows of max_len tokens per step
+    validation_windows: int = 64  # fixed held-out windows scored at every evaluation
+    sample_length: int = 57  # tokens generated after the prompt at each evaluation (temperature 0.8): with
+    # Shakespeare's 7-character prompt, 64, the context, so the KV cache serves the whole sample
+    model_changes: tuple[tuple[str, object], ...] = ()  # config overrides, e.g. (("n_layers", 2),)
+    init_seed: int = 0  # the initial weights; change it to measure how much a result depends on them
+
+    def __post_init__(self):
+        if self.architecture not in ("gpt", "llama"):
+            raise ValueError(f"architecture must be 'gpt' or 'llama', got {self.architecture!r}")
+        for name in ("batch_size", "validation_windows", "sample_length"):
+            check_size(name, getattr(self, name))
+
+    def config(self, corpus: TextCorpus) -> GPTConfig | LlamaConfig:
+        vocab_size, changes = corpus.tokenizer.vocab_size, dict(self.model_changes)
+        if self.architecture == "gpt":
+            return GPTConfig.tiny(vocab_size=vocab_size, **changes)
+        # GPT's shape, with 2 key/value heads for its 4 query heads; SwiGLU's three matrices of width 384 hold about
+        # as many parameters as GPT's two of width 512, which also covers GPT's position table.
+        sizes = {"d_model": 128, "n_layers": 4, "n_heads": 4, "n_kv_heads": 2, "d_ff": 384, "max_len": 64}
+        return LlamaConfig.tiny(vocab_size=vocab_size, **{**sizes, **changes})
+
+    def build(self, corpus: TextCorpus) -> nn.Module:
+        config = self.config(corpus)
+        return GPT(config) if self.architecture == "gpt" else LlamaForCausalLM(config)
+
+
+def sample(model: nn.Module, tokenizer, length: int, prompt: str, temperature: float = 0.8,
+           seed: int = 0) -> str:
+    """``length`` tokens after ``prompt``, with the same random draws for a given seed. The KV cache is used
+    when prompt and sample fit the context; longer samples slide a window over the text."""
+    ids = torch.tensor([tokenizer.encode(prompt)])
+    fits = ids.shape[1] + length <= model.config.max_len
+    out = generate(model, ids, length, temperature=temperature, generator=torch.Generator().manual_seed(seed),
+                   use_cache=fits)
+    return tokenizer.decode(out[0].tolist())
+
+
+def train_language_model(corpus: TextCorpus, run: LMRun = LMRun(),
+                         progress: bool | None = None) -> tuple[nn.Module, History]:
+    """Train a language model on ``corpus``; return it (in eval mode) and its History: "loss", "val_loss", and at every
+    evaluation a sample in ``history.text["sample"]``. The batch for step s is seeded by s, so two architectures
+    trained with the same run see the same windows in the same order."""
+    config = run.config(corpus)
+    validation = random_windows(corpus.validation_ids, config.max_len, run.validation_windows,
+                                torch.Generator().manual_seed(12345))
+
+    def batch_for_step(step: int) -> torch.Tensor:
+        return random_windows(corpus.train_ids, config.max_len, run.batch_size, torch.Generator().manual_seed(step))
+
+    def loss_for_batch(model: nn.Module, windows: torch.Tensor) -> torch.Tensor:
+        return language_model_loss(model(windows), windows)
+
+    def evaluate(model: nn.Module) -> dict:
+        return {"val_loss": loss_for_batch(model, validation),
+                "sample": sample(model, corpus.tokenizer, run.sample_length, corpus.prompt)}
+
+    torch.manual_seed(run.init_seed)  # the initial weights: the same model whatever ran before in the session
+    model = run.build(corpus)
+    vocab = [corpus.tokenizer.decode([index]) for index in range(corpus.tokenizer.vocab_size)]
+    settings = {"run": asdict(run), "config": asdict(config), "vocab": vocab, "held_out": corpus.held_out,
+                "prompt": corpus.prompt}
+    history = train(model, batch_for_step, loss_for_batch, run.schedule, evaluate=evaluate,
+                    checkpoint=checkpoint_path(f"{run.architecture}-{corpus.name}", settings), progress=progress)
+    return model.eval(), history

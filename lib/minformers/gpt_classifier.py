@@ -1,0 +1,98 @@
+"""Fine-tuning GPT for classification, as GPT-1 did (Radford et al., 2018): a linear head reads the last block's
+hidden state at an *extract* token appended to the text, and training may keep the language-modelling loss as an
+auxiliary objective,
+
+    L3 = L2 + lambda * L1,   L2 = cross-entropy of the classes,   L1 = next-token loss on the same inputs.
+
+The pretraining text here is the movie reviews' training sentences (unlabelled), with a byte-level BPE trained on
+them; ``finetuning.fit_classifier(..., lm_weight=lambda)`` minimises L3.
+
+    >>> from minformers.bpe import ByteBPETokenizer, train_bpe
+    >>> vocab, merges = train_bpe("good film bad film", 260, special_tokens=SPECIAL_TOKENS)
+    >>> tokenizer = ByteBPETokenizer(vocab, merges, special_tokens=SPECIAL_TOKENS)
+    >>> ids, lengths = encode_for_classifier(tokenizer, ["good", "bad film"], max_len=8)
+    >>> [tokenizer.decode(row[:n]) for row, n in zip(ids.tolist(), lengths)]
+    ['<|endoftext|>good<|classify|>', '<|endoftext|>bad film<|classify|>']
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from minformers import data
+from minformers.bpe import ByteBPETokenizer, train_bpe
+from minformers.gpt import GPT
+from minformers.language_modeling import TextCorpus
+from minformers.objectives import pad
+from minformers.validation import check_size
+
+END, CLASSIFY = "<|endoftext|>", "<|classify|>"  # ends (and so starts) each text; GPT-1's extract token
+SPECIAL_TOKENS = (END, CLASSIFY)
+
+
+@lru_cache(maxsize=2)
+def review_corpus(vocab_size: int = 2048) -> TextCorpus:
+    """The training split's review sentences as one stream of BPE tokens, each sentence followed by ``END``; the
+    dev split's sentences, the same way, for validation (their labels are not used). The BPE is trained on the
+    training sentences, with ``CLASSIFY`` reserved: it never occurs in the text, so pretraining never sees it."""
+    splits = data.movie_review_splits()
+    train_text, dev_text = ("".join(text + END for text, _ in splits[part]) for part in ("train", "dev"))
+    vocab, merges = train_bpe(train_text, vocab_size, special_tokens=SPECIAL_TOKENS)
+    tokenizer = ByteBPETokenizer(vocab, merges, special_tokens=SPECIAL_TOKENS)
+    return TextCorpus(f"reviews-bpe{vocab_size}", tokenizer, torch.tensor(tokenizer.encode(train_text)),
+                      torch.tensor(tokenizer.encode(dev_text)), ["the dev split's sentences"], END)
+
+
+def encode_for_classifier(tokenizer: ByteBPETokenizer, texts: Sequence[str],
+                          max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``END pieces CLASSIFY`` for each text, at most ``max_len`` tokens (later pieces are dropped, the extract
+    token is kept), right-padded with ``END``: (ids (N, T), lengths (N,))."""
+    check_size("max_len", max_len, minimum=3)
+    if isinstance(texts, str):
+        raise TypeError("texts must be a sequence of strings, not one string")
+    end, classify = (tokenizer.encode(token)[0] for token in SPECIAL_TOKENS)
+    rows = [[end, *tokenizer.encode(text)[: max_len - 2], classify] for text in texts]
+    ids, attention_mask = pad(rows, end)
+    return ids, attention_mask.sum(dim=1)
+
+
+@dataclass
+class ClassifierOutput:
+    logits: torch.Tensor  # (B, classes), from the extract token's hidden state
+    lm_loss: torch.Tensor  # L1, scalar: mean next-token loss over the texts' own tokens
+
+
+class GPTClassifier(nn.Module):
+    """A GPT body and a linear head on the hidden state of each row's last token (the extract token)."""
+
+    def __init__(self, gpt: GPT, num_classes: int = 2):
+        super().__init__()
+        self.gpt = gpt
+        self.head = nn.Linear(gpt.config.d_model, check_size("num_classes", num_classes, minimum=2))
+
+    def forward(self, input_ids: torch.Tensor, lengths: torch.Tensor) -> ClassifierOutput:
+        if lengths.shape != input_ids.shape[:1] or not bool(((lengths >= 3) & (lengths <= input_ids.shape[1])).all()):
+            raise ValueError(f"lengths must be (B,) = {tuple(input_ids.shape[:1])} with values in [3, T="
+                             f"{input_ids.shape[1]}], as encode_for_classifier returns them")
+        hidden = self.gpt.hidden_states(input_ids)  # (B, T, C)
+        rows = torch.arange(len(input_ids), device=input_ids.device)
+        logits = self.head(hidden[rows, lengths - 1])  # (B, C) -> (B, classes)
+        lm_logits = hidden @ self.gpt.token_embedding.weight.T  # tied output: (B, T, V)
+        return ClassifierOutput(logits, text_lm_loss(lm_logits, input_ids, lengths))
+
+
+def text_lm_loss(lm_logits: torch.Tensor, input_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """L1 on classifier inputs, (B, T, V), (B, T), (B,) -> scalar: the mean next-token cross-entropy over each
+    row's text pieces, tokens 1 .. length-2. Position t predicts token t + 1; the padding is no target, nor is the
+    extract token (at length-1), which no text ever continues with.
+
+    >>> round(text_lm_loss(torch.zeros(1, 5, 7), torch.tensor([[0, 3, 4, 1, 0]]), torch.tensor([4])).item(), 4)
+    1.9459
+    """
+    positions = torch.arange(1, input_ids.shape[1], device=input_ids.device)  # the index of each target token
+    targets = input_ids[:, 1:].masked_fill(positions >= lengths[:, None] - 1, -100)  # (B, T-1); -100: no target
+    return F.cross_entropy(lm_logits[:, :-1].flatten(0, 1), targets.flatten(), ignore_index=-100)
