@@ -202,6 +202,19 @@ def stub_text_lm_loss(lm_logits, input_ids, lengths):
     raise NotImplementedError("shift by one, mark padding and the extract token as ignored, average the rest")
 
 
+def ideal_accuracy_by_counting(n_examples, n_keys, n_values):
+    right = sum(1.0 if key < n_examples else 1 / n_values for key in range(n_keys))  # keys 0..n-1 shown, say
+    return right / n_keys
+
+
+def ideal_accuracy_without_chance(n_examples, n_keys, n_values):  # forgets that a guess is sometimes right
+    return n_examples / n_keys
+
+
+def stub_ideal_accuracy(n_examples, n_keys, n_values):
+    raise NotImplementedError("P(shown) * 1 + P(not shown) / n_values")
+
+
 CHECKS = {
     "local_global_mask": (checks.check_local_global_mask, loop_local_global_mask, stub_mask),
     "sinusoidal_positions": (checks.check_sinusoidal_positions, loop_sinusoidal_positions, stub_positions),
@@ -209,6 +222,7 @@ CHECKS = {
     "mlm_masking": (checks.check_mlm_masking, bernoulli_masking, stub_masking),
     "mean_pool": (checks.check_mean_pool, explicit_mean_pool, stub_mean_pool),
     "text_lm_loss": (checks.check_text_lm_loss, loop_text_lm_loss, stub_text_lm_loss),
+    "ideal_accuracy": (checks.check_ideal_accuracy, ideal_accuracy_by_counting, stub_ideal_accuracy),
 }
 
 WRONG = [
@@ -234,6 +248,7 @@ WRONG = [
     (checks.check_mean_pool, calls_lib_mean_pool, "calls the library's own solution"),
     (checks.check_text_lm_loss, lm_loss_with_extract_token, "values differ"),
     (checks.check_text_lm_loss, lm_loss_over_padding, "values differ"),
+    (checks.check_ideal_accuracy, ideal_accuracy_without_chance, "expected"),
 ]
 
 

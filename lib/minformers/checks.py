@@ -21,7 +21,19 @@ from dataclasses import dataclass, field
 
 import torch
 
-from minformers import bpe, finetuning, generation, gpt, gpt_classifier, llama, masks, objectives, positions, similarity
+from minformers import (
+    bpe,
+    finetuning,
+    generation,
+    gpt,
+    gpt_classifier,
+    in_context,
+    llama,
+    masks,
+    objectives,
+    positions,
+    similarity,
+)
 from minformers.wordpiece import WordPieceTokenizer
 
 _BLOCKED = "minformers-reference-blocked"
@@ -320,6 +332,23 @@ def check_text_lm_loss(learner: Callable[[torch.Tensor, torch.Tensor, torch.Tens
     ]
     run_check("check_text_lm_loss", learner, gpt_classifier.text_lm_loss, cases,
               blocked_functions=[gpt_classifier.text_lm_loss, gpt.language_model_loss])
+
+
+def _ideal_accuracy_reference(n_examples: int, n_keys: int, n_values: int) -> float:
+    return in_context.KeyValueTask(n_keys=n_keys, n_values=n_values).ideal_accuracy(n_examples)
+
+
+def check_ideal_accuracy(learner: Callable[[int, int, int], float]) -> None:
+    """Exercise: `learner(n_examples, n_keys, n_values)` is the expected accuracy of a perfect reader of the prompt,
+    as in_context.KeyValueTask.ideal_accuracy."""
+    cases = [
+        Case("no examples: chance", (0, 8, 8)),
+        Case("every key shown", (8, 8, 8)),
+        Case("half the keys, 4 values", (3, 6, 4)),
+        Case("one key of ten, two values", (1, 10, 2)),
+    ]
+    run_check("check_ideal_accuracy", learner, _ideal_accuracy_reference, cases,
+              blocked_functions=[in_context.KeyValueTask.ideal_accuracy])
 
 
 def _top_p_reference(logits: torch.Tensor, p: float) -> torch.Tensor:

@@ -1,0 +1,100 @@
+"""In-context learning on a synthetic task: every sequence carries its own random key -> value map, shown as
+examples, then queried. The map is new each time, so the weights cannot memorise it: the answer is only in the
+prompt, and a model that beats chance must read it there.
+
+A prompt is ``n`` example tokens, each one (key, value) pair, then ``n_queries`` query tokens; after each query the
+model predicts the key's value. Keys are shown at most once, so a query about a key that was not shown can only be
+guessed. Shape legend: B batch, n examples, Q queries.
+
+    >>> task = KeyValueTask(n_keys=4, n_values=3, n_queries=2)
+    >>> batch = task.batch(seed=0, n_examples=2, batch_size=1)
+    >>> batch.input_ids.shape, batch.answers.shape  # 2 examples + 2 queries; an answer per query
+    (torch.Size([1, 4]), torch.Size([1, 2]))
+    >>> task.ideal_accuracy(n_examples=2)  # half the keys shown: right on those, 1 in 3 on the rest
+    0.6666666666666666
+"""
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from minformers.validation import check_size
+
+
+@dataclass(frozen=True)
+class KeyValueBatch:
+    input_ids: torch.Tensor  # (B, n + Q): example tokens, then query tokens
+    answers: torch.Tensor  # (B, Q) answer-token ids: the value of each query's key
+    shown: torch.Tensor  # (B, Q) bool: was the query's key among the examples?
+
+
+@dataclass(frozen=True)
+class KeyValueTask:
+    """Token layout: ``n_keys * n_values`` example tokens (one per (key, value) pair), then one query token per
+    key, then one answer token per value."""
+
+    n_keys: int = 8  # keys per map; a prompt shows at most all of them
+    n_values: int = 8  # each key's value is drawn uniformly from these, so chance is 1 / n_values
+    n_queries: int = 8  # queries after the examples, each about a uniformly drawn key
+
+    def __post_init__(self):
+        for name in ("n_keys", "n_values", "n_queries"):
+            check_size(name, getattr(self, name))
+
+    @property
+    def vocab_size(self) -> int:
+        return self.n_keys * self.n_values + self.n_keys + self.n_values
+
+    @property
+    def max_len(self) -> int:
+        return self.n_keys + self.n_queries  # the longest prompt: every key shown
+
+    def example_token(self, key, value):
+        return key * self.n_values + value
+
+    def query_token(self, key):
+        return self.n_keys * self.n_values + key
+
+    def answer_token(self, value):
+        return self.n_keys * self.n_values + self.n_keys + value
+
+    def batch(self, seed: int, n_examples: int | None = None, batch_size: int = 32) -> KeyValueBatch:
+        """``batch_size`` prompts, each with a fresh random map; ``n_examples`` distinct keys shown (None: one
+        count from 1 to n_keys drawn for the whole batch). The same seed gives the same batch."""
+        draw = torch.Generator().manual_seed(seed)
+        if n_examples is None:
+            n_examples = int(torch.randint(1, self.n_keys + 1, (1,), generator=draw))
+        if not 0 <= n_examples <= self.n_keys:
+            raise ValueError(f"n_examples must be in [0, n_keys={self.n_keys}], got {n_examples}")
+        check_size("batch_size", batch_size)
+        maps = torch.randint(self.n_values, (batch_size, self.n_keys), generator=draw)  # (B, keys): key -> value
+        order = torch.argsort(torch.rand(batch_size, self.n_keys, generator=draw), dim=1)
+        shown_keys = order[:, :n_examples]  # (B, n): distinct keys in random order
+        queries = torch.randint(self.n_keys, (batch_size, self.n_queries), generator=draw)  # (B, Q)
+        examples = self.example_token(shown_keys, maps.gather(1, shown_keys))  # (B, n)
+        input_ids = torch.cat([examples, self.query_token(queries)], dim=1)  # (B, n + Q)
+        shown = (queries[:, :, None] == shown_keys[:, None, :]).any(dim=-1)  # (B, Q, n) -> (B, Q)
+        return KeyValueBatch(input_ids, self.answer_token(maps.gather(1, queries)), shown)
+
+    def ideal_accuracy(self, n_examples: int) -> float:
+        """A perfect reader of the prompt: right on every shown key, chance on the others."""
+        shown = n_examples / self.n_keys
+        return shown + (1 - shown) / self.n_values
+
+
+def query_logits(model: nn.Module, batch: KeyValueBatch) -> torch.Tensor:
+    """The model's next-token logits at the query positions: (B, n + Q, V) -> (B, Q, V)."""
+    return model(batch.input_ids)[:, -batch.answers.shape[1] :]
+
+
+def query_loss(model: nn.Module, batch: KeyValueBatch) -> torch.Tensor:
+    """Cross-entropy of the answers, over every query: the only positions trained on."""
+    return F.cross_entropy(query_logits(model, batch).flatten(0, 1), batch.answers.flatten())
+
+
+@torch.no_grad()
+def query_correct(model: nn.Module, batch: KeyValueBatch) -> torch.Tensor:
+    """(B, Q) bool: did the model's most likely next token answer each query? Split it with ``batch.shown``."""
+    return query_logits(model, batch).argmax(dim=-1) == batch.answers
