@@ -215,6 +215,23 @@ def stub_ideal_accuracy(n_examples, n_keys, n_values):
     raise NotImplementedError("P(shown) * 1 + P(not shown) / n_values")
 
 
+def loop_decoder_mask(lengths, t):
+    mask = torch.zeros(len(lengths), 1, t, t, dtype=torch.bool)
+    for row, length in enumerate(lengths.tolist()):
+        for query in range(t):
+            for key in range(min(query + 1, length)):
+                mask[row, 0, query, key] = True
+    return mask
+
+
+def decoder_mask_causal_only(lengths, t):  # forgets the padding
+    return torch.ones(t, t, dtype=torch.bool).tril().expand(len(lengths), 1, t, t)
+
+
+def stub_decoder_mask(lengths, t):
+    raise NotImplementedError("causal (key <= query) AND key < length of the row")
+
+
 CHECKS = {
     "local_global_mask": (checks.check_local_global_mask, loop_local_global_mask, stub_mask),
     "sinusoidal_positions": (checks.check_sinusoidal_positions, loop_sinusoidal_positions, stub_positions),
@@ -223,6 +240,7 @@ CHECKS = {
     "mean_pool": (checks.check_mean_pool, explicit_mean_pool, stub_mean_pool),
     "text_lm_loss": (checks.check_text_lm_loss, loop_text_lm_loss, stub_text_lm_loss),
     "ideal_accuracy": (checks.check_ideal_accuracy, ideal_accuracy_by_counting, stub_ideal_accuracy),
+    "decoder_self_mask": (checks.check_decoder_self_mask, loop_decoder_mask, stub_decoder_mask),
 }
 
 WRONG = [
@@ -249,6 +267,7 @@ WRONG = [
     (checks.check_text_lm_loss, lm_loss_with_extract_token, "values differ"),
     (checks.check_text_lm_loss, lm_loss_over_padding, "values differ"),
     (checks.check_ideal_accuracy, ideal_accuracy_without_chance, "expected"),
+    (checks.check_decoder_self_mask, decoder_mask_causal_only, "values differ"),
 ]
 
 

@@ -351,6 +351,22 @@ def check_ideal_accuracy(learner: Callable[[int, int, int], float]) -> None:
               blocked_functions=[in_context.KeyValueTask.ideal_accuracy])
 
 
+def _decoder_mask_reference(lengths: torch.Tensor, t: int) -> torch.Tensor:
+    return masks.combine_masks(masks.padding_mask(lengths, t), masks.causal_mask(t))
+
+
+def check_decoder_self_mask(learner: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
+    """Exercise: `learner(lengths, t)` is the (B, 1, t, t) bool self-attention mask of a decoder over right-padded
+    targets: query i may read key j iff j <= i and j is a real token of its row (True = may attend)."""
+    cases = [
+        Case("one row, no padding", (torch.tensor([4]), 4)),
+        Case("rows of lengths 3, 1 and 5", (torch.tensor([3, 1, 5]), 5)),
+        Case("every row padded", (torch.tensor([2, 2]), 6)),
+    ]
+    run_check("check_decoder_self_mask", learner, _decoder_mask_reference, cases,
+              blocked_functions=[masks.combine_masks])
+
+
 def _top_p_reference(logits: torch.Tensor, p: float) -> torch.Tensor:
     return generation.filter_logits(logits, top_p=p)
 

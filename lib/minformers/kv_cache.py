@@ -48,3 +48,11 @@ class KVCache:
             v = torch.cat([self.values[layer], v], dim=2)
         self.keys[layer], self.values[layer] = k, v
         return k, v
+
+    def reorder(self, rows: torch.Tensor) -> None:
+        """Keep only the cached sequences at ``rows`` (B_new,) of the batch, in that order, repeats allowed: beam
+        search calls it when the surviving hypotheses descend from other beams than they did a step ago."""
+        for layer in range(self.n_layers):
+            if self.keys[layer] is not None:
+                self.keys[layer] = self.keys[layer].index_select(0, rows)  # (B, H_kv, T, D) -> (B_new, ...)
+                self.values[layer] = self.values[layer].index_select(0, rows)
