@@ -232,6 +232,35 @@ def stub_decoder_mask(lengths, t):
     raise NotImplementedError("causal (key <= query) AND key < length of the row")
 
 
+def loop_sentinel_corruption(tokens, noise_mask, sentinels):
+    inputs, targets, spans, previous = [], [], 0, False
+    for token, noise in zip(tokens, noise_mask, strict=True):
+        if noise and not previous:
+            inputs.append(sentinels[spans])
+            targets.append(sentinels[spans])
+            spans += 1
+        (targets if noise else inputs).append(token)
+        previous = noise
+    targets.append(sentinels[spans])
+    return inputs, targets
+
+
+def sentinel_per_token(tokens, noise_mask, sentinels):  # one sentinel per noise token, not per span
+    inputs, targets, used = [], [], 0
+    for token, noise in zip(tokens, noise_mask, strict=True):
+        if noise:
+            inputs.append(sentinels[used])
+            targets += [sentinels[used], token]
+            used += 1
+        else:
+            inputs.append(token)
+    return inputs, targets + [sentinels[used]]
+
+
+def stub_sentinel_corruption(tokens, noise_mask, sentinels):
+    raise NotImplementedError("a sentinel per run of noise, in the inputs and before its tokens in the targets")
+
+
 CHECKS = {
     "local_global_mask": (checks.check_local_global_mask, loop_local_global_mask, stub_mask),
     "sinusoidal_positions": (checks.check_sinusoidal_positions, loop_sinusoidal_positions, stub_positions),
@@ -241,6 +270,7 @@ CHECKS = {
     "text_lm_loss": (checks.check_text_lm_loss, loop_text_lm_loss, stub_text_lm_loss),
     "ideal_accuracy": (checks.check_ideal_accuracy, ideal_accuracy_by_counting, stub_ideal_accuracy),
     "decoder_self_mask": (checks.check_decoder_self_mask, loop_decoder_mask, stub_decoder_mask),
+    "sentinel_corruption": (checks.check_sentinel_corruption, loop_sentinel_corruption, stub_sentinel_corruption),
 }
 
 WRONG = [
@@ -268,6 +298,7 @@ WRONG = [
     (checks.check_text_lm_loss, lm_loss_over_padding, "values differ"),
     (checks.check_ideal_accuracy, ideal_accuracy_without_chance, "expected"),
     (checks.check_decoder_self_mask, decoder_mask_causal_only, "values differ"),
+    (checks.check_sentinel_corruption, sentinel_per_token, "case 'one span in the middle'"),
 ]
 
 

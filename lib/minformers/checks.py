@@ -23,6 +23,7 @@ import torch
 
 from minformers import (
     bpe,
+    denoising,
     finetuning,
     generation,
     gpt,
@@ -365,6 +366,22 @@ def check_decoder_self_mask(learner: Callable[[torch.Tensor, int], torch.Tensor]
     ]
     run_check("check_decoder_self_mask", learner, _decoder_mask_reference, cases,
               blocked_functions=[masks.combine_masks])
+
+
+def check_sentinel_corruption(learner: Callable) -> None:
+    """Exercise: `learner(tokens, noise_mask, sentinels)` returns T5's (inputs, targets) lists, as
+    denoising.sentinel_corruption."""
+    draw = random.Random(0)
+    tokens = [draw.randrange(100, 200) for _ in range(30)]
+    scattered = [draw.random() < 0.3 for _ in range(30)]
+    cases = [
+        Case("one span in the middle", ([5, 6, 7, 8], [False, True, True, False], [1, 2, 3])),
+        Case("noise at both ends", ([5, 6, 7, 8, 9], [True, False, False, True, True], [1, 2, 3])),
+        Case("adjacent noise tokens form one span", ([5, 6, 7], [False, True, True], [1, 2])),
+        Case("30 tokens, scattered noise", (tokens, scattered, list(range(1, 31)))),
+    ]
+    run_check("check_sentinel_corruption", learner, denoising.sentinel_corruption, cases,
+              blocked_functions=[denoising.sentinel_corruption, denoising.span_corruption])
 
 
 def _top_p_reference(logits: torch.Tensor, p: float) -> torch.Tensor:
