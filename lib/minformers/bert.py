@@ -55,6 +55,13 @@ class BertConfig:
     layer_norm_eps: float = 1e-12  # BERT's TensorFlow value; torch's default 1e-5 would change the outputs slightly
     pad_id: int = 0  # id of [PAD]: its embedding row starts at zero and gets no gradient from the lookup (as HF)
     activation: str = "gelu"  # in the feed-forward and MLM transform; exact erf GELU, as BERT
+    embedding_size: int | None = None  # E (ALBERT): embeddings V x E, then a Linear E -> C; None: E = C, no Linear
+    share_layers: bool = False  # ALBERT: one block's parameters applied n_layers times
+
+    @property
+    def embedding_width(self) -> int:
+        """The width of the embedding tables (and of the MLM head's transform): E if factorized, else C."""
+        return self.d_model if self.embedding_size is None else self.embedding_size
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_len", "n_segments"):
@@ -70,6 +77,8 @@ class BertConfig:
             raise ValueError(f"pad_id must be < vocab_size={self.vocab_size}, got {self.pad_id}")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
+        if self.embedding_size is not None:
+            check_size("embedding_size", self.embedding_size)
 
     @classmethod
     def base(cls, **changes) -> "BertConfig":
@@ -80,6 +89,18 @@ class BertConfig:
     def large(cls, **changes) -> "BertConfig":
         """BERT-large: 24 layers, 1024 wide, 16 heads (about 335M parameters)."""
         return cls(**{"d_model": 1024, "n_layers": 24, "n_heads": 16, "d_ff": 4096, **changes})
+
+    @classmethod
+    def albert(cls, size: str = "base", **changes) -> "BertConfig":
+        """ALBERT (Lan et al., 2020): BERT with a factorized embedding (E = 128) and all layers sharing one set of
+        weights, a 30,000-piece SentencePiece vocabulary; "base", "large", "xlarge" or "xxlarge"."""
+        sizes = {"base": (768, 12, 12), "large": (1024, 24, 16), "xlarge": (2048, 24, 32), "xxlarge": (4096, 12, 64)}
+        if size not in sizes:
+            raise ValueError(f"size must be one of {list(sizes)}, got {size!r}")
+        d_model, n_layers, n_heads = sizes[size]
+        albert = {"vocab_size": 30000, "d_model": d_model, "n_layers": n_layers, "n_heads": n_heads,
+                  "d_ff": 4 * d_model, "embedding_size": 128, "share_layers": True, "activation": "gelu_tanh"}
+        return cls(**{**albert, **changes})
 
     @classmethod
     def tiny(cls, vocab_size: int, **changes) -> "BertConfig":
@@ -105,6 +126,8 @@ class BertConfig:
         """The same sizes as a ``transformers.BertConfig``."""
         import transformers  # only here: importing transformers takes seconds
 
+        if self.embedding_size is not None or self.share_layers:
+            raise ValueError("an ALBERT-style config (embedding_size, share_layers) has no transformers.BertConfig")
         values = {theirs: getattr(self, ours) for ours, theirs in _HF_NAMES.items()}
         values["hidden_act"] = _HF_ACTIVATIONS[self.activation]
         return transformers.BertConfig(**values, attention_probs_dropout_prob=self.dropout)
@@ -150,16 +173,22 @@ def _check_ints(name: str, x, shape, limit: int, limit_name: str, ignore: int | 
 
 
 class BertEmbeddings(nn.Module):
-    """token + segment + learned position embeddings, then LayerNorm and dropout: (B, T) ids -> (B, T, C)."""
+    """token + segment + learned position embeddings, then LayerNorm and dropout: (B, T) ids -> (B, T, C).
+
+    Factorized (ALBERT, ``embedding_size`` E): the tables are E wide and a Linear E -> C follows, so the vocabulary
+    costs V x E + E x C parameters instead of V x C.
+    """
 
     def __init__(self, config: BertConfig):
         super().__init__()
         self.config = config
-        self.token_embedding = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_id)
-        self.segment_embedding = nn.Embedding(config.n_segments, config.d_model)
-        self.position_embedding = LearnedPositions(config.max_len, config.d_model)
-        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        E = config.embedding_width
+        self.token_embedding = nn.Embedding(config.vocab_size, E, padding_idx=config.pad_id)
+        self.segment_embedding = nn.Embedding(config.n_segments, E)
+        self.position_embedding = LearnedPositions(config.max_len, E)
+        self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.dropout)
+        self.projection = None if config.embedding_size is None else nn.Linear(E, config.d_model)
 
     def forward(self, input_ids: torch.Tensor, segment_ids: torch.Tensor | None = None) -> torch.Tensor:
         config = self.config
@@ -170,8 +199,9 @@ class BertEmbeddings(nn.Module):
             segment_ids = torch.zeros_like(input_ids)  # one segment: everything is sentence A
         _check_ints("segment_ids", segment_ids, input_ids.shape, config.n_segments, "n_segments")
         x = self.token_embedding(input_ids) + self.segment_embedding(segment_ids)  # (B, T, C)
-        x = x + self.position_embedding(input_ids.shape[1])  # (B, T, C) + (T, C): the same positions in every row
-        return self.dropout(self.norm(x))
+        x = x + self.position_embedding(input_ids.shape[1])  # (B, T, E) + (T, E): the same positions in every row
+        x = self.dropout(self.norm(x))
+        return x if self.projection is None else self.projection(x)  # (B, T, E) -> (B, T, C)
 
 
 def attention_mask_to_bool(attention_mask: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
@@ -212,10 +242,10 @@ class BertModel(nn.Module):
         self.embeddings = BertEmbeddings(config)
         sizes = (config.d_model, config.n_heads, config.d_ff, config.dropout)
         options = {"activation": config.activation, "layer_norm_eps": config.layer_norm_eps}
-        # norm_first=False: BERT is post-LN, x = LN(x + sublayer(x)).
-        self.layers = nn.ModuleList(
-            TransformerBlock(*sizes, norm_first=False, **options) for _ in range(config.n_layers)
-        )
+        # norm_first=False: BERT is post-LN, x = LN(x + sublayer(x)). ALBERT's shared layers are one block listed
+        # n_layers times: the same tensors, applied again and again.
+        blocks = [TransformerBlock(*sizes, norm_first=False, **options) for _ in range(config.n_layers)]
+        self.layers = nn.ModuleList([blocks[0]] * config.n_layers if config.share_layers else blocks)
         self.pooler = nn.Linear(config.d_model, config.d_model)
         self.apply(init_bert_weights)
 
@@ -233,21 +263,23 @@ class BertModel(nn.Module):
 
 
 class BertMLMHead(nn.Module):
-    """Transform (Linear C -> C, activation, LayerNorm), then a decoder to V logits whose weight IS the token
-    embedding matrix (tied, as in BERT: one matrix both reads and writes tokens), with its own bias (V,)."""
+    """Transform (Linear C -> E, activation, LayerNorm), then a decoder to V logits whose weight IS the token
+    embedding matrix (tied, as in BERT: one matrix both reads and writes tokens), with its own bias (V,).
+    E = C for BERT; ALBERT's factorized embedding makes it E."""
 
     def __init__(self, config: BertConfig, token_embedding: nn.Embedding):
         super().__init__()
-        self.dense = nn.Linear(config.d_model, config.d_model)
+        E = config.embedding_width
+        self.dense = nn.Linear(config.d_model, E)
         self.activation = ACTIVATIONS[config.activation]()
-        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.decoder = nn.Linear(config.d_model, config.vocab_size)
+        self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps)
+        self.decoder = nn.Linear(E, config.vocab_size)
         self.apply(init_bert_weights)  # before tying, so the shared matrix keeps the embedding's init
         self.decoder.weight = token_embedding.weight  # the same Parameter: gradients from both uses add up
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        x = self.norm(self.activation(self.dense(hidden_states)))  # (B, T, C)
-        return self.decoder(x)  # (B, T, C) -> (B, T, V)
+        x = self.norm(self.activation(self.dense(hidden_states)))  # (B, T, C) -> (B, T, E)
+        return self.decoder(x)  # (B, T, E) -> (B, T, V)
 
 
 @dataclass

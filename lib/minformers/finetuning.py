@@ -103,7 +103,8 @@ def fit_classifier(model: nn.Module, train_inputs: tuple[torch.Tensor, ...], tra
             if lm_weight:
                 raise ValueError("lm_weight needs a model whose output has .lm_loss, such as a GPTClassifier")
             return {"loss": classifier_loss, "accuracy": accuracy(logits, labels)}
-        return {"loss": classifier_loss + lm_weight * output.lm_loss, "classifier_loss": classifier_loss,
+        loss = classifier_loss + lm_weight * output.lm_loss if lm_weight else classifier_loss  # 0: no L1 backward
+        return {"loss": loss, "classifier_loss": classifier_loss,
                 "lm_loss": output.lm_loss, "accuracy": accuracy(logits, labels)}
 
     def evaluate(model: nn.Module) -> dict[str, torch.Tensor]:
