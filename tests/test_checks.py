@@ -261,6 +261,18 @@ def stub_sentinel_corruption(tokens, noise_mask, sentinels):
     raise NotImplementedError("a sentinel per run of noise, in the inputs and before its tokens in the targets")
 
 
+def embedding_parameters_by_parts(vocab_size, d_model, embedding_size):
+    return sum((vocab_size * embedding_size, embedding_size * d_model, d_model))
+
+
+def embedding_parameters_without_bias(vocab_size, d_model, embedding_size):
+    return vocab_size * embedding_size + embedding_size * d_model
+
+
+def stub_embedding_parameters(vocab_size, d_model, embedding_size):
+    raise NotImplementedError("V x E, plus the projection's E x H weight and H bias")
+
+
 CHECKS = {
     "local_global_mask": (checks.check_local_global_mask, loop_local_global_mask, stub_mask),
     "sinusoidal_positions": (checks.check_sinusoidal_positions, loop_sinusoidal_positions, stub_positions),
@@ -271,6 +283,8 @@ CHECKS = {
     "ideal_accuracy": (checks.check_ideal_accuracy, ideal_accuracy_by_counting, stub_ideal_accuracy),
     "decoder_self_mask": (checks.check_decoder_self_mask, loop_decoder_mask, stub_decoder_mask),
     "sentinel_corruption": (checks.check_sentinel_corruption, loop_sentinel_corruption, stub_sentinel_corruption),
+    "factorized_embedding": (checks.check_factorized_embedding_parameters, embedding_parameters_by_parts,
+                             stub_embedding_parameters),
 }
 
 WRONG = [
@@ -299,6 +313,7 @@ WRONG = [
     (checks.check_ideal_accuracy, ideal_accuracy_without_chance, "expected"),
     (checks.check_decoder_self_mask, decoder_mask_causal_only, "values differ"),
     (checks.check_sentinel_corruption, sentinel_per_token, "case 'one span in the middle'"),
+    (checks.check_factorized_embedding_parameters, embedding_parameters_without_bias, "expected"),
 ]
 
 

@@ -6,7 +6,7 @@ import random
 import pytest
 import torch
 
-from minformers.objectives import IGNORE, mask_tokens, pad, sentence_pairs, split_sentences
+from minformers.objectives import IGNORE, mask_tokens, pad, sentence_order_pairs, sentence_pairs, split_sentences
 
 VOCAB, PAD, CLS, SEP, MASK = 1000, 0, 2, 3, 4
 SPECIAL = [PAD, 1, CLS, SEP, MASK]
@@ -146,3 +146,33 @@ def test_pad_builds_ids_and_attention_mask():
     assert attention.tolist() == [[1, 1, 1, 0], [1, 0, 0, 0]]
     with pytest.raises(ValueError, match="does not fit length=2"):
         pad([[1, 2, 3]], pad_id=PAD, length=2)
+
+
+def test_sentence_order_pairs_swap_half_of_the_consecutive_pairs_and_keep_their_tokens():
+    rng = random.Random(0)
+    documents = [[[10 * d + s] * (s % 3 + 1) for s in range(6)] for d in range(1, 30)]
+    nsp = sentence_pairs(documents, max_len=12, cls_id=2, sep_id=3, rng=rng)
+    sop = sentence_order_pairs(nsp, random.Random(1))
+    assert len(sop) == sum(pair.is_next for pair in nsp)  # random-sentence pairs are dropped
+    assert within_binomial_bounds(sum(pair.is_next for pair in sop), len(sop), 0.5)
+    originals = [pair for pair in nsp if pair.is_next]
+    for original, pair in zip(originals, sop, strict=True):
+        assert set(pair.input_ids) <= set(original.input_ids) and len(pair.segment_ids) == len(pair.input_ids)
+        assert len(original.input_ids) - len(pair.input_ids) in (0, 1)  # at most one token trimmed
+        boundary = pair.segment_ids.index(1)
+        first, second = pair.input_ids[1 : boundary - 1], pair.input_ids[boundary:-1]
+        # sentences of document d are 10 d + s: in order, the first segment's sentence index is the smaller
+        assert (first[0] < second[0]) == bool(pair.is_next)
+
+
+def test_sentence_order_is_not_given_away_by_segment_lengths():
+    """Long pairs are trimmed from the longer segment, so in corpus order the first is never the longer one; after
+    sentence_order_pairs, which segment is longer must say nothing about the label."""
+    rng = random.Random(0)
+    documents = [[[10 * d + s] * 20 for s in range(6)] for d in range(1, 40)]  # every pair needs trimming
+    sop = sentence_order_pairs(sentence_pairs(documents, max_len=16, cls_id=2, sep_id=3, rng=rng), random.Random(1))
+    first_longer = [pair.segment_ids.index(1) - 2 > len(pair.input_ids) - pair.segment_ids.index(1) - 1
+                    for pair in sop]
+    lengths_differ = [pair.segment_ids.index(1) - 2 != len(pair.input_ids) - pair.segment_ids.index(1) - 1
+                      for pair in sop]
+    assert not any(lengths_differ) and not any(first_longer)

@@ -30,7 +30,7 @@ import torch
 
 from minformers import data
 from minformers.bert import IGNORE_INDEX, BertConfig, BertForPreTraining
-from minformers.objectives import SentencePair, mask_tokens, pad, sentence_pairs, split_sentences
+from minformers.objectives import SentencePair, mask_tokens, pad, sentence_order_pairs, sentence_pairs, split_sentences
 from minformers.train import History, TrainConfig, checkpoint_path, train
 from minformers.validation import check_size
 from minformers.wordpiece import WordPieceTokenizer, train_wordpiece
@@ -139,10 +139,17 @@ class PretrainingRun:
     batch_size: int = 16  # pairs per step, each freshly masked (for the same compute, 16 x 480 steps beat 32 x 240)
     validation_size: int = 256  # validation pairs, masked once with a fixed seed so every evaluation sees the same
     model_changes: tuple[tuple[str, object], ...] = ()  # BertConfig.tiny overrides, e.g. (("n_layers", 4),)
+    sentence_task: str = "nsp"  # "nsp": next-sentence prediction (BERT); "sop": sentence-order prediction (ALBERT)
 
     def __post_init__(self):
         check_size("batch_size", self.batch_size)
         check_size("validation_size", self.validation_size)
+        if self.sentence_task not in ("nsp", "sop"):
+            raise ValueError(f"sentence_task must be 'nsp' or 'sop', got {self.sentence_task!r}")
+
+    def pairs(self, pairs: list[SentencePair]) -> list[SentencePair]:
+        """The corpus's NSP pairs, or (for "sop") the sentence-order pairs made from them, with a fixed seed."""
+        return pairs if self.sentence_task == "nsp" else sentence_order_pairs(pairs, random.Random(0))
 
     def config(self, corpus: NewsCorpus) -> BertConfig:
         return BertConfig.tiny(vocab_size=corpus.tokenizer.vocab_size, max_len=corpus.max_len,
@@ -151,20 +158,22 @@ class PretrainingRun:
 
 def pretrain_tiny_bert(corpus: NewsCorpus, run: PretrainingRun = PretrainingRun(),
                        progress: bool | None = None) -> tuple[BertForPreTraining, History]:
-    """Pretrain ``BertConfig.tiny`` with MLM + NSP on ``corpus``; return the model (in eval mode) and its History.
+    """Pretrain ``BertConfig.tiny`` with MLM + NSP (or SOP, per ``run.sentence_task``) on ``corpus``; return the
+    model (in eval mode) and its History.
 
     The batch for step s is drawn and masked with a generator seeded by s, so the run is reproducible and resumes
     exactly from its checkpoint. Training metrics are "loss", "mlm_loss", "nsp_loss", "mlm_accuracy" and
     "nsp_accuracy"; evaluation metrics are the same names prefixed with "val_".
     """
     config = run.config(corpus)
-    validation = pretraining_batch(corpus.tokenizer, corpus.validation_pairs[: run.validation_size],
+    train_pairs = run.pairs(corpus.train_pairs)
+    validation = pretraining_batch(corpus.tokenizer, run.pairs(corpus.validation_pairs)[: run.validation_size],
                                    torch.Generator().manual_seed(12345))
 
     def batch_for_step(step: int) -> PretrainingBatch:
         generator = torch.Generator().manual_seed(step)
-        chosen = torch.randint(len(corpus.train_pairs), (run.batch_size,), generator=generator).tolist()
-        return pretraining_batch(corpus.tokenizer, [corpus.train_pairs[i] for i in chosen], generator)
+        chosen = torch.randint(len(train_pairs), (run.batch_size,), generator=generator).tolist()
+        return pretraining_batch(corpus.tokenizer, [train_pairs[i] for i in chosen], generator)
 
     def evaluate(model: BertForPreTraining) -> dict[str, torch.Tensor]:
         return {f"val_{name}": value for name, value in pretraining_losses(model, validation).items()}

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import torch
 
 from minformers import (
+    bert,
     bpe,
     denoising,
     finetuning,
@@ -382,6 +383,26 @@ def check_sentinel_corruption(learner: Callable) -> None:
     ]
     run_check("check_sentinel_corruption", learner, denoising.sentinel_corruption, cases,
               blocked_functions=[denoising.sentinel_corruption, denoising.span_corruption])
+
+
+def _factorized_embedding_reference(vocab_size: int, d_model: int, embedding_size: int) -> int:
+    config = bert.BertConfig.tiny(vocab_size=vocab_size, d_model=d_model, n_heads=1, embedding_size=embedding_size)
+    with torch.device("meta"):
+        embeddings = bert.BertEmbeddings(config)
+    return sum(p.numel() for module in (embeddings.token_embedding, embeddings.projection) for p in module.parameters())
+
+
+def check_factorized_embedding_parameters(learner: Callable[[int, int, int], int]) -> None:
+    """Exercise: `learner(vocab_size, d_model, embedding_size)` counts ALBERT's factorized token embedding: the
+    V x E table and the E -> H projection with its bias, as bert.BertEmbeddings builds them."""
+    cases = [
+        Case("ALBERT-base", (30000, 768, 128)),
+        Case("ALBERT-xxlarge", (30000, 4096, 128)),
+        Case("a tiny model", (3000, 128, 32)),
+        Case("E equal to H", (100, 64, 64)),
+    ]
+    run_check("check_factorized_embedding_parameters", learner, _factorized_embedding_reference, cases,
+              blocked_functions=[bert.count_parameters])
 
 
 def _top_p_reference(logits: torch.Tensor, p: float) -> torch.Tensor:

@@ -144,6 +144,36 @@ def sentence_pairs(
     return pairs
 
 
+def sentence_order_pairs(pairs: Sequence[SentencePair], rng: random.Random) -> list[SentencePair]:
+    """ALBERT's sentence-order prediction from NSP pairs: keep only the pairs whose B follows A, and swap the two
+    segments of half of them. ``is_next`` stays "the second segment follows the first", so a swapped pair has
+    is_next=0 and the NSP head and labels serve unchanged. Both segments always come from one document, so the
+    topic gives nothing away, unlike NSP's random sentences: only the order does. ``sentence_pairs`` trims a
+    too-long pair from the end of its longer segment, which leaves the first segment at most as long as the
+    second; segments one token apart are cut to equal length here, so that length does not reveal the order.
+
+    >>> pair = SentencePair([2, 5, 6, 3, 7, 8, 3], [0, 0, 0, 0, 1, 1, 1], is_next=1)
+    >>> sentence_order_pairs([pair] * 3, random.Random(1))[0]
+    SentencePair(input_ids=[2, 7, 8, 3, 5, 6, 3], segment_ids=[0, 0, 0, 0, 1, 1, 1], is_next=0)
+    """
+    ordered = []
+    for pair in pairs:
+        if not pair.is_next:
+            continue
+        boundary = pair.segment_ids.index(1)  # [CLS] A [SEP] | B [SEP]
+        cls_id, first, sep_id = pair.input_ids[0], pair.input_ids[1 : boundary - 1], pair.input_ids[boundary - 1]
+        second = pair.input_ids[boundary:-1]
+        if abs(len(first) - len(second)) == 1:  # truncation leaves len(A) <= len(B): equal them, or the
+            first, second = first[: len(second)], second[: len(first)]  # lengths alone would give the order away
+        swapped = rng.random() < 0.5
+        if swapped:
+            first, second = second, first
+        input_ids = [cls_id, *first, sep_id, *second, sep_id]
+        segment_ids = [0] * (len(first) + 2) + [1] * (len(second) + 1)
+        ordered.append(SentencePair(input_ids, segment_ids, is_next=int(not swapped)))
+    return ordered
+
+
 def pad(sequences: Sequence[list[int]], pad_id: int, length: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-pad id lists into a (B, T) tensor; returns (ids, attention_mask) with 1 on real tokens.
 
