@@ -8,16 +8,9 @@ import transformers
 from minformers.bert import BertConfig, BertForPreTraining, BertModel, count_parameters
 
 
-def hf_albert_config(config: BertConfig) -> transformers.AlbertConfig:
-    return transformers.AlbertConfig(vocab_size=config.vocab_size, embedding_size=config.embedding_size,
-                                     hidden_size=config.d_model, num_hidden_layers=config.n_layers,
-                                     num_attention_heads=config.n_heads, intermediate_size=config.d_ff,
-                                     max_position_embeddings=config.max_len, type_vocab_size=config.n_segments)
-
-
 def hf_count(model_class, config: BertConfig) -> int:
     with torch.device("meta"):
-        return sum(parameter.numel() for parameter in model_class(hf_albert_config(config)).parameters())
+        return sum(parameter.numel() for parameter in model_class(config.to_hf_albert()).parameters())
 
 
 @pytest.mark.parametrize("config", [BertConfig.albert("base"), BertConfig.albert("large"),

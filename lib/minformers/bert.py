@@ -108,6 +108,17 @@ class BertConfig:
         sizes = {"d_model": 128, "n_layers": 2, "n_heads": 2, "d_ff": 512, "max_len": 128, "dropout": 0.0}
         return cls(**{"vocab_size": vocab_size, **sizes, **changes})
 
+    def to_hf_albert(self):
+        """The same sizes as a ``transformers.AlbertConfig`` (an ALBERT-style config: embedding_size set)."""
+        import transformers  # only here: importing transformers takes seconds
+
+        if self.embedding_size is None:
+            raise ValueError("to_hf_albert needs embedding_size (ALBERT's factorized embedding)")
+        return transformers.AlbertConfig(
+            vocab_size=self.vocab_size, embedding_size=self.embedding_size, hidden_size=self.d_model,
+            num_hidden_layers=self.n_layers, num_attention_heads=self.n_heads, intermediate_size=self.d_ff,
+            max_position_embeddings=self.max_len, type_vocab_size=self.n_segments)
+
     @classmethod
     def from_hf(cls, hf_config) -> "BertConfig":
         """From a ``transformers.BertConfig`` or a dict such as a checkpoint's config.json (absent keys: defaults)."""
