@@ -77,3 +77,62 @@ def test_a_short_run_learns_and_a_second_call_loads_it(corpus):
     assert same_history.train == history.train
     for (name, ours), (_, theirs) in zip(model.state_dict().items(), again.state_dict().items(), strict=True):
         assert torch.equal(ours, theirs), name
+
+
+def test_roberta_blocks_cover_each_article_in_order(corpus):
+    run = PretrainingRun.roberta()
+    blocks = run.examples(corpus, "validation")
+    cls_id, sep_id = corpus.tokenizer.special_ids["cls"], corpus.tokenizer.special_ids["sep"]
+    assert all(block.input_ids[0] == cls_id and block.input_ids[-1] == sep_id for block in blocks)
+    assert all(len(block.input_ids) <= corpus.max_len and set(block.segment_ids) == {0} for block in blocks)
+    stream = [token for block in blocks for token in block.input_ids[1:-1]]
+    expected = [token for document in corpus.validation_documents for sentence in document for token in sentence]
+    assert stream == expected  # every token once, in order: nothing dropped at block edges
+    full = sum(len(block.input_ids) == corpus.max_len for block in blocks)
+    assert full >= len(blocks) - len(corpus.validation_documents)  # only an article's last block may be short
+
+
+def test_static_masking_repeats_a_mask_and_dynamic_masking_does_not(corpus):
+    static = PretrainingRun.roberta(masking="static", train_size=4, batch_size=32)
+    dynamic = PretrainingRun.roberta(train_size=4, batch_size=32)
+    for run, repeats in ((static, True), (dynamic, False)):
+        batches = run.batches(corpus)
+        masks = {}  # example (its original ids) -> the set of masks it was seen with
+        for step in range(3):
+            batch = batches(step)
+            original = torch.where(batch.mlm_labels != IGNORE_INDEX, batch.mlm_labels, batch.input_ids)
+            for row in range(len(original)):
+                key = tuple(original[row].tolist())
+                masks.setdefault(key, set()).add(tuple((batch.mlm_labels[row] != IGNORE_INDEX).tolist()))
+        assert len(masks) == 4  # train_size: only the first 4 examples are drawn
+        assert all(len(seen) == 1 for seen in masks.values()) == repeats
+
+
+def test_length_schedule_keeps_the_tokens_per_step(corpus):
+    run = PretrainingRun.roberta(short_len=6, short_fraction=0.5, batch_size=4,
+                                 schedule=TrainConfig(steps=10, lr=1e-3, warmup_steps=1, eval_every=10))
+    batches = run.batches(corpus)
+    short, long = batches(4), batches(5)  # steps 0-4 are the short half
+    assert short.input_ids.shape == (4 * 24 // 6, 6) and long.input_ids.shape[0] == 4
+    assert long.input_ids.shape[1] <= 24
+
+
+def test_electra_run_trains_the_discriminator_as_its_body(corpus):
+    run = PretrainingRun.electra(schedule=TrainConfig(steps=6, lr=2e-3, warmup_steps=1, eval_every=3), batch_size=8,
+                                 validation_size=16, model_changes=(("n_layers", 1),), probe_size=50)
+    model, history = pretrain_tiny_bert(corpus, run, progress=False)
+    assert model.bert is model.discriminator.bert
+    assert {"val_mlm_loss", "val_rtd_loss", "val_rtd_accuracy", "val_replaced", "probe_accuracy"} <= set(history.eval)
+    assert 0.05 < history.last_eval("val_replaced") < 0.16  # 15% masked, fewer replaced: some samples are right
+    torch.testing.assert_close(torch.tensor(history.train["loss"]),
+                               torch.tensor(history.train["mlm_loss"]) + 50 * torch.tensor(history.train["rtd_loss"]))
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"sentence_task": "nsp", "objective": "electra"}, "no sentence task"),
+    ({"short_fraction": 0.5}, "short_len"),
+    ({"masking": "sometimes"}, "masking"),
+])
+def test_run_refuses_settings_that_do_not_go_together(changes, message):
+    with pytest.raises(ValueError, match=message):
+        PretrainingRun(**changes)

@@ -273,6 +273,50 @@ def stub_embedding_parameters(vocab_size, d_model, embedding_size):
     raise NotImplementedError("V x E, plus the projection's E x H weight and H bias")
 
 
+def blocks_by_loop(documents, length, cls_id, sep_id):
+    blocks = []
+    for document in documents:
+        current = []
+        for sentence in document:
+            for token in sentence:
+                current.append(token)
+                if len(current) == length - 2:
+                    blocks.append([cls_id, *current, sep_id])
+                    current = []
+        if current:
+            blocks.append([cls_id, *current, sep_id])
+    return blocks
+
+
+def blocks_across_documents(documents, length, cls_id, sep_id):  # one stream for the whole corpus
+    stream = [token for document in documents for sentence in document for token in sentence]
+    return [[cls_id, *stream[i : i + length - 2], sep_id] for i in range(0, len(stream), length - 2)]
+
+
+def stub_blocks(documents, length, cls_id, sep_id):
+    raise NotImplementedError("join each document's sentences, cut into pieces of length - 2, wrap in [CLS] ... [SEP]")
+
+
+def replaced_tokens_by_loop(original_ids, mlm_labels, sampled):
+    corrupted = original_ids.clone()
+    samples = iter(sampled.tolist())
+    for row in range(original_ids.shape[0]):
+        for column in range(original_ids.shape[1]):
+            if mlm_labels[row, column] != -100:
+                corrupted[row, column] = next(samples)
+    return corrupted, (corrupted != original_ids).float()
+
+
+def replaced_means_masked(original_ids, mlm_labels, sampled):  # labels every masked position 1, even if unchanged
+    corrupted = original_ids.clone()
+    corrupted[mlm_labels != -100] = sampled
+    return corrupted, (mlm_labels != -100).float()
+
+
+def stub_replaced_tokens(original_ids, mlm_labels, sampled):
+    raise NotImplementedError("put the samples at the labelled positions; label 1 where the token changed")
+
+
 CHECKS = {
     "local_global_mask": (checks.check_local_global_mask, loop_local_global_mask, stub_mask),
     "sinusoidal_positions": (checks.check_sinusoidal_positions, loop_sinusoidal_positions, stub_positions),
@@ -285,6 +329,8 @@ CHECKS = {
     "sentinel_corruption": (checks.check_sentinel_corruption, loop_sentinel_corruption, stub_sentinel_corruption),
     "factorized_embedding": (checks.check_factorized_embedding_parameters, embedding_parameters_by_parts,
                              stub_embedding_parameters),
+    "contiguous_blocks": (checks.check_contiguous_blocks, blocks_by_loop, stub_blocks),
+    "replaced_token_labels": (checks.check_replaced_token_labels, replaced_tokens_by_loop, stub_replaced_tokens),
 }
 
 WRONG = [
@@ -314,6 +360,8 @@ WRONG = [
     (checks.check_decoder_self_mask, decoder_mask_causal_only, "values differ"),
     (checks.check_sentinel_corruption, sentinel_per_token, "case 'one span in the middle'"),
     (checks.check_factorized_embedding_parameters, embedding_parameters_without_bias, "expected"),
+    (checks.check_contiguous_blocks, blocks_across_documents, "case 'two documents never share a block'"),
+    (checks.check_replaced_token_labels, replaced_means_masked, "case 'the sample equals the original'"),
 ]
 
 

@@ -119,6 +119,20 @@ class BertConfig:
             num_hidden_layers=self.n_layers, num_attention_heads=self.n_heads, intermediate_size=self.d_ff,
             max_position_embeddings=self.max_len, type_vocab_size=self.n_segments)
 
+    def to_hf_electra(self):
+        """The same sizes as a ``transformers.ElectraConfig``, for a discriminator or a generator (whose
+        embedding_size is the discriminator's width)."""
+        import transformers  # only here: importing transformers takes seconds
+
+        if self.share_layers:
+            raise ValueError("ELECTRA does not share layers")
+        return transformers.ElectraConfig(
+            vocab_size=self.vocab_size, embedding_size=self.embedding_width, hidden_size=self.d_model,
+            num_hidden_layers=self.n_layers, num_attention_heads=self.n_heads, intermediate_size=self.d_ff,
+            max_position_embeddings=self.max_len, type_vocab_size=self.n_segments, layer_norm_eps=self.layer_norm_eps,
+            hidden_dropout_prob=self.dropout, attention_probs_dropout_prob=self.dropout,
+            hidden_act=_HF_ACTIVATIONS[self.activation], pad_token_id=self.pad_id)
+
     @classmethod
     def from_hf(cls, hf_config) -> "BertConfig":
         """From a ``transformers.BertConfig`` or a dict such as a checkpoint's config.json (absent keys: defaults)."""

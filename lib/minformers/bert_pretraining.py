@@ -23,6 +23,7 @@ pairs of at most 32 pieces.
 import hashlib
 import os
 import random
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
@@ -30,7 +31,17 @@ import torch
 
 from minformers import data
 from minformers.bert import IGNORE_INDEX, BertConfig, BertForPreTraining
-from minformers.objectives import SentencePair, mask_tokens, pad, sentence_order_pairs, sentence_pairs, split_sentences
+from minformers.electra import Electra, electra_forward
+from minformers.finetuning import sentiment_probe
+from minformers.objectives import (
+    SentencePair,
+    contiguous_blocks,
+    mask_tokens,
+    pad,
+    sentence_order_pairs,
+    sentence_pairs,
+    split_sentences,
+)
 from minformers.train import History, TrainConfig, checkpoint_path, train
 from minformers.validation import check_size
 from minformers.wordpiece import WordPieceTokenizer, train_wordpiece
@@ -45,6 +56,17 @@ class NewsCorpus:
     train_pairs: list[SentencePair]  # NSP pairs from 9 articles in 10
     validation_pairs: list[SentencePair]  # from every tenth article, never trained on
     max_len: int  # the longest pair, [CLS] and both [SEP] included
+    train_documents: list[list[list[int]]]  # the same 9 articles in 10: sentences of ids, for contiguous blocks
+    validation_documents: list[list[list[int]]]  # and every tenth
+
+    def train_text(self) -> str:
+        """The training articles' text, one per line: what the vocabulary was trained on (every tenth article,
+        the validation split, left out)."""
+        return "\n".join(article["text"] for index, article in enumerate(self.articles) if _is_train(index))
+
+
+def _is_train(index: int) -> bool:
+    return index % 10 != 0  # every tenth article is held out for validation
 
 
 @lru_cache(maxsize=4)
@@ -64,7 +86,7 @@ def news_corpus(vocab_size: int = 3_000, max_len: int = 32, article_stride: int 
         unique.setdefault(article["text"], article)
     articles = list(unique.values())[::article_stride]
     documents = [split_sentences(article["text"]) for article in articles]
-    is_train = [index % 10 != 0 for index in range(len(documents))]
+    is_train = [_is_train(index) for index in range(len(documents))]
     train_text = "\n".join(article["text"] for article, keep in zip(articles, is_train, strict=True) if keep)
     tokenizer = _news_vocabulary(train_text, vocab_size)
     encoded = [[tokenizer.encode(sentence) for sentence in document] for document in documents]
@@ -77,6 +99,8 @@ def news_corpus(vocab_size: int = 3_000, max_len: int = 32, article_stride: int 
         train_pairs=sentence_pairs(train_documents, max_len, cls_id, sep_id, random.Random(0)),
         validation_pairs=sentence_pairs(validation_documents, max_len, cls_id, sep_id, random.Random(1)),
         max_len=max_len,
+        train_documents=train_documents,
+        validation_documents=validation_documents,
     )
 
 
@@ -101,6 +125,12 @@ class PretrainingBatch:
     attention_mask: torch.Tensor  # (B, T), 1 on real tokens
     mlm_labels: torch.Tensor  # (B, T), the original id where a token was chosen for MLM, -100 elsewhere
     nsp_labels: torch.Tensor  # (B,), 0 = B follows A, 1 = B is random (BERT's and HF's convention)
+    seed: int = 0  # seeds whatever the loss itself draws at random (ELECTRA's sampled replacements)
+
+    def rows(self, index: torch.Tensor, seed: int = 0) -> "PretrainingBatch":
+        """The examples at ``index``, masks included: a static-masking run draws its batches this way."""
+        tensors = (self.input_ids, self.segment_ids, self.attention_mask, self.mlm_labels, self.nsp_labels)
+        return PretrainingBatch(*(tensor[index] for tensor in tensors), seed=seed)
 
 
 def pretraining_batch(
@@ -117,71 +147,168 @@ def pretraining_batch(
     return PretrainingBatch(masked, segment_ids, attention_mask, mlm_labels, nsp_labels)
 
 
-def pretraining_losses(model: BertForPreTraining, batch: PretrainingBatch) -> dict[str, torch.Tensor]:
-    """L = L_MLM + L_NSP, optimised as "loss"; the two parts and the accuracies are returned for the record."""
+def pretraining_losses(model: BertForPreTraining, batch: PretrainingBatch, nsp: bool = True) -> dict[str, torch.Tensor]:
+    """L = L_MLM + L_NSP, optimised as "loss"; the two parts and the accuracies are returned for the record.
+    ``nsp=False`` (RoBERTa) optimises L_MLM alone."""
     output = model(batch.input_ids, batch.segment_ids, batch.attention_mask, mlm_labels=batch.mlm_labels,
-                   nsp_labels=batch.nsp_labels)
+                   nsp_labels=batch.nsp_labels if nsp else None)
     targets = batch.mlm_labels[batch.mlm_labels != IGNORE_INDEX]  # (N,), in the order of output.mlm_logits
-    return {
-        "loss": output.loss,
-        "mlm_loss": output.mlm_loss,
-        "nsp_loss": output.nsp_loss,
-        "mlm_accuracy": (output.mlm_logits.argmax(-1) == targets).float().mean(),
-        "nsp_accuracy": (output.nsp_logits.argmax(-1) == batch.nsp_labels).float().mean(),
-    }
+    metrics = {"loss": output.loss, "mlm_loss": output.mlm_loss,
+               "mlm_accuracy": (output.mlm_logits.argmax(-1) == targets).float().mean()}
+    if nsp:
+        metrics |= {"nsp_loss": output.nsp_loss,
+                    "nsp_accuracy": (output.nsp_logits.argmax(-1) == batch.nsp_labels).float().mean()}
+    return metrics
+
+
+def electra_losses(model: Electra, batch: PretrainingBatch, rtd_weight: float) -> dict[str, torch.Tensor]:
+    """ELECTRA's L_MLM(generator) + rtd_weight * L_RTD(discriminator), with the generator's samples drawn from a
+    generator seeded by ``batch.seed``; also the generator's MLM accuracy, how often the discriminator is right,
+    and the share of tokens replaced."""
+    output = electra_forward(model, batch.input_ids, batch.mlm_labels, batch.segment_ids, batch.attention_mask,
+                             rtd_weight, torch.Generator().manual_seed(batch.seed))
+    real = batch.attention_mask.bool()
+    correct = (output.rtd_logits > 0).float() == output.rtd_labels
+    targets = batch.mlm_labels[batch.mlm_labels != IGNORE_INDEX]
+    return {"loss": output.loss, "mlm_loss": output.mlm_loss,
+            "mlm_accuracy": (output.mlm_logits.argmax(-1) == targets).float().mean(), "rtd_loss": output.rtd_loss,
+            "rtd_accuracy": correct[real].float().mean(), "replaced": output.rtd_labels[real].mean()}
 
 
 @dataclass(frozen=True)
 class PretrainingRun:
-    """What one pretraining run is: the model's shape, the schedule, the batch size and the validation set."""
+    """What one pretraining run is: the objective, the model's shape, the data, the schedule and the validation set.
+
+    The defaults are the BERT page's run (MLM + NSP on sentence pairs); ``roberta()`` and ``electra()`` give the
+    variants as settings of the same recipe.
+    """
 
     schedule: TrainConfig = TrainConfig(steps=360, lr=2e-3, warmup_steps=36, eval_every=90)
-    batch_size: int = 16  # pairs per step, each freshly masked (for the same compute, 16 x 480 steps beat 32 x 240)
-    validation_size: int = 256  # validation pairs, masked once with a fixed seed so every evaluation sees the same
+    batch_size: int = 16  # examples per step, each freshly masked (for the same compute, 16 x 480 steps beat 32 x 240)
+    validation_size: int = 256  # validation examples, masked once with a fixed seed so every evaluation sees the same
     model_changes: tuple[tuple[str, object], ...] = ()  # BertConfig.tiny overrides, e.g. (("n_layers", 4),)
-    sentence_task: str = "nsp"  # "nsp": next-sentence prediction (BERT); "sop": sentence-order prediction (ALBERT)
+    # "nsp": next-sentence prediction on sentence pairs (BERT); "sop": sentence-order prediction (ALBERT);
+    # "none": no sentence task, the input is contiguous text cut into full blocks (RoBERTa, ELECTRA)
+    sentence_task: str = "nsp"
+    masking: str = "dynamic"  # "dynamic": a new mask each time an example is drawn; "static": one mask per example
+    train_size: int | None = None  # train on only the first this many examples (to see several epochs); None: all
+    short_len: int | None = None  # with "none": the first short_fraction of the steps use blocks this long, as many
+    short_fraction: float = 0.0  # more per batch as keeps the tokens per step equal (BERT's 128-then-512 schedule)
+    objective: str = "mlm"  # "mlm": BertForPreTraining; "electra": replaced-token detection (minformers.electra)
+    rtd_weight: float = 50.0  # ELECTRA's lambda on the discriminator's loss
+    probe_size: int = 0  # > 0: every evaluation also fits a sentiment probe on this many reviews ("probe_accuracy")
 
     def __post_init__(self):
         check_size("batch_size", self.batch_size)
         check_size("validation_size", self.validation_size)
-        if self.sentence_task not in ("nsp", "sop"):
-            raise ValueError(f"sentence_task must be 'nsp' or 'sop', got {self.sentence_task!r}")
+        choices = {"sentence_task": ("nsp", "sop", "none"), "masking": ("dynamic", "static"),
+                   "objective": ("mlm", "electra")}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if self.train_size is not None:
+            check_size("train_size", self.train_size)
+        check_size("probe_size", self.probe_size, minimum=0)
+        if not 0.0 <= self.short_fraction < 1.0:
+            raise ValueError(f"short_fraction must be in [0, 1), got {self.short_fraction}")
+        schedulable = self.short_len is not None and self.sentence_task == "none" and self.masking == "dynamic"
+        if self.short_fraction and not schedulable:
+            raise ValueError("short_fraction needs short_len, sentence_task='none' and dynamic masking")
+        if self.objective == "electra" and self.sentence_task != "none":
+            raise ValueError("ELECTRA has no sentence task: use sentence_task='none'")
 
-    def pairs(self, pairs: list[SentencePair]) -> list[SentencePair]:
-        """The corpus's NSP pairs, or (for "sop") the sentence-order pairs made from them, with a fixed seed."""
+    @classmethod
+    def roberta(cls, **changes) -> "PretrainingRun":
+        """RoBERTa's recipe at our scale: MLM alone, no NSP, on full blocks of contiguous text, masked dynamically."""
+        return cls(**{"sentence_task": "none", "masking": "dynamic", **changes})
+
+    @classmethod
+    def electra(cls, **changes) -> "PretrainingRun":
+        """ELECTRA: a generator a quarter as wide, and the discriminator this run's BertConfig.tiny, on RoBERTa's
+        blocks."""
+        return cls(**{"sentence_task": "none", "objective": "electra", **changes})
+
+    def examples(self, corpus: NewsCorpus, split: str, length: int | None = None) -> list[SentencePair]:
+        """The ``split`` ("train" or "validation") examples: the corpus's NSP pairs, sentence-order pairs made from
+        them with a fixed seed ("sop"), or contiguous blocks of ``length`` (default: the corpus's max_len) tokens as
+        one-segment examples ("none"; their is_next is never used)."""
+        if split not in ("train", "validation"):
+            raise ValueError(f"split must be 'train' or 'validation', got {split!r}")
+        if self.sentence_task == "none":
+            documents = corpus.train_documents if split == "train" else corpus.validation_documents
+            special = corpus.tokenizer.special_ids
+            blocks = contiguous_blocks(documents, length or corpus.max_len, special["cls"], special["sep"])
+            return [SentencePair(block, [0] * len(block), is_next=1) for block in blocks]
+        pairs = corpus.train_pairs if split == "train" else corpus.validation_pairs
         return pairs if self.sentence_task == "nsp" else sentence_order_pairs(pairs, random.Random(0))
 
     def config(self, corpus: NewsCorpus) -> BertConfig:
         return BertConfig.tiny(vocab_size=corpus.tokenizer.vocab_size, max_len=corpus.max_len,
                                **dict(self.model_changes))
 
+    def model(self, corpus: NewsCorpus) -> BertForPreTraining | Electra:
+        """The untrained model, from seed 0: the same initial weights whatever ran before in the session."""
+        torch.manual_seed(0)
+        return Electra(self.config(corpus)) if self.objective == "electra" else BertForPreTraining(self.config(corpus))
+
+    def losses(self, model, batch: PretrainingBatch) -> dict[str, torch.Tensor]:
+        if self.objective == "electra":
+            return electra_losses(model, batch, self.rtd_weight)
+        return pretraining_losses(model, batch, nsp=self.sentence_task != "none")
+
+    def static_masks(self, corpus: NewsCorpus) -> PretrainingBatch:
+        """Every training example (the first ``train_size``) masked once, with a fixed seed: what a static-masking
+        run draws its batches from, each draw of an example seeing the same mask."""
+        examples = self.examples(corpus, "train")[: self.train_size]
+        return pretraining_batch(corpus.tokenizer, examples, torch.Generator().manual_seed(54321))
+
+    def batches(self, corpus: NewsCorpus) -> Callable[[int], PretrainingBatch]:
+        """``batch_for_step(step)``: the step's examples, drawn and (dynamically) masked with a generator seeded by
+        the step, so a run is reproducible and resumes exactly."""
+        examples = self.examples(corpus, "train")[: self.train_size]
+        tokenizer = corpus.tokenizer
+        masked_once = self.static_masks(corpus) if self.masking == "static" else None
+        short_steps = round(self.short_fraction * self.schedule.steps)
+        short = self.examples(corpus, "train", self.short_len)[: self.train_size] if short_steps else []
+        short_batch = self.batch_size * corpus.max_len // (self.short_len or corpus.max_len)  # equal tokens per step
+
+        def batch_for_step(step: int) -> PretrainingBatch:
+            generator = torch.Generator().manual_seed(step)
+            pool, size = (short, short_batch) if step < short_steps else (examples, self.batch_size)
+            chosen = torch.randint(len(pool), (size,), generator=generator)
+            if masked_once is not None:
+                return masked_once.rows(chosen, seed=step)
+            batch = pretraining_batch(tokenizer, [pool[i] for i in chosen.tolist()], generator)
+            batch.seed = step
+            return batch
+
+        return batch_for_step
+
 
 def pretrain_tiny_bert(corpus: NewsCorpus, run: PretrainingRun = PretrainingRun(),
-                       progress: bool | None = None) -> tuple[BertForPreTraining, History]:
-    """Pretrain ``BertConfig.tiny`` with MLM + NSP (or SOP, per ``run.sentence_task``) on ``corpus``; return the
-    model (in eval mode) and its History.
+                       progress: bool | None = None) -> tuple[BertForPreTraining | Electra, History]:
+    """Pretrain ``BertConfig.tiny`` as ``run`` says (MLM + NSP by default) on ``corpus``; return the model (in eval
+    mode) and its History.
 
     The batch for step s is drawn and masked with a generator seeded by s, so the run is reproducible and resumes
-    exactly from its checkpoint. Training metrics are "loss", "mlm_loss", "nsp_loss", "mlm_accuracy" and
-    "nsp_accuracy"; evaluation metrics are the same names prefixed with "val_".
+    exactly from its checkpoint. Training metrics are those of ``run.losses`` ("loss", "mlm_loss", "mlm_accuracy",
+    and "nsp_loss" and "nsp_accuracy" with a sentence task; ELECTRA's are listed in ``electra_losses``); evaluation
+    metrics are the same names prefixed with "val_", and "probe_accuracy" with ``run.probe_size``
+    (``finetuning.sentiment_probe``: movie-review sentiment from the frozen encoder). An ELECTRA run returns an
+    ``electra.Electra``, whose ``.bert`` is the discriminator's encoder.
     """
-    config = run.config(corpus)
-    train_pairs = run.pairs(corpus.train_pairs)
-    validation = pretraining_batch(corpus.tokenizer, run.pairs(corpus.validation_pairs)[: run.validation_size],
+    validation = pretraining_batch(corpus.tokenizer, run.examples(corpus, "validation")[: run.validation_size],
                                    torch.Generator().manual_seed(12345))
 
-    def batch_for_step(step: int) -> PretrainingBatch:
-        generator = torch.Generator().manual_seed(step)
-        chosen = torch.randint(len(train_pairs), (run.batch_size,), generator=generator).tolist()
-        return pretraining_batch(corpus.tokenizer, [train_pairs[i] for i in chosen], generator)
+    probe = sentiment_probe(corpus.tokenizer, corpus.max_len, run.probe_size) if run.probe_size else None
 
-    def evaluate(model: BertForPreTraining) -> dict[str, torch.Tensor]:
-        return {f"val_{name}": value for name, value in pretraining_losses(model, validation).items()}
+    def evaluate(model) -> dict[str, torch.Tensor]:
+        scores = {f"val_{name}": value for name, value in run.losses(model, validation).items()}
+        return scores | ({"probe_accuracy": probe(model)} if probe else {})
 
-    torch.manual_seed(0)  # the initial weights: the same model whatever ran before in the session
-    model = BertForPreTraining(config)
-    settings = {"run": asdict(run), "config": asdict(config), "vocab": corpus.tokenizer.id_to_token,
+    model = run.model(corpus)
+    settings = {"run": asdict(run), "config": asdict(run.config(corpus)), "vocab": corpus.tokenizer.id_to_token,
                 "articles": len(corpus.articles), "train_pairs": len(corpus.train_pairs)}
-    history = train(model, batch_for_step, pretraining_losses, run.schedule, evaluate=evaluate,
+    history = train(model, run.batches(corpus), run.losses, run.schedule, evaluate=evaluate,
                     checkpoint=checkpoint_path("bert-tiny-news", settings), progress=progress)
     return model.eval(), history

@@ -457,3 +457,46 @@ def check_mean_pool(learner: Callable[[torch.Tensor, torch.Tensor], torch.Tensor
     ]
     cases[-1].args[1][:, 0] = 1  # every row keeps at least one real token
     run_check("check_mean_pool", learner, similarity.mean_pool, cases, blocked_functions=[similarity.mean_pool])
+
+
+def check_contiguous_blocks(learner: Callable) -> None:
+    """Exercise: `learner(documents, length, cls_id, sep_id)` cuts each document's token stream into
+    ``[CLS] ... [SEP]`` blocks of `length` tokens, never across documents, as objectives.contiguous_blocks."""
+    draw = random.Random(0)
+    long_document = [[draw.randrange(10, 99) for _ in range(draw.randrange(1, 9))] for _ in range(12)]
+    cases = [
+        Case("one short document", ([[[5, 6, 7]]], 8, 2, 3)),
+        Case("a stream that fills blocks exactly", ([[[5, 6], [7, 8, 9, 10]]], 5, 2, 3)),
+        Case("a sentence split across two blocks", ([[[5, 6, 7], [8, 9, 10, 11]]], 6, 2, 3)),
+        Case("two documents never share a block", ([[[5, 6]], [[7, 8, 9]]], 6, 2, 3)),
+        Case("a long document of random sentences", ([long_document], 16, 101, 102)),
+    ]
+    run_check("check_contiguous_blocks", learner, objectives.contiguous_blocks, cases,
+              blocked_functions=[objectives.contiguous_blocks])
+
+
+def _replaced_tokens_reference(original_ids: torch.Tensor, mlm_labels: torch.Tensor, sampled: torch.Tensor):
+    corrupted = objectives.replace_tokens(original_ids, mlm_labels, sampled)
+    return corrupted, objectives.replaced_token_labels(original_ids, corrupted)
+
+
+def check_replaced_token_labels(learner: Callable) -> None:
+    """Exercise: `learner(original_ids, mlm_labels, sampled)` puts the generator's samples (N,) at the labelled
+    positions (row-major) and returns (corrupted_ids, labels): labels 1.0 where the corrupted token differs from
+    the original, 0.0 elsewhere, as objectives.replace_tokens and objectives.replaced_token_labels."""
+    draw = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, 40, (4, 12), generator=draw)
+    chosen = torch.rand(4, 12, generator=draw) < 0.3
+    labels = torch.where(chosen, ids, torch.full_like(ids, objectives.IGNORE))
+    samples = torch.randint(5, 40, (int(chosen.sum()),), generator=draw)
+    samples[0] = ids[chosen][0]  # one sample equals its original: it must be labelled original
+    cases = [
+        Case("one replaced token", (torch.tensor([[2, 7, 8, 3]]), torch.tensor([[-100, 7, -100, -100]]),
+                                    torch.tensor([9]))),
+        Case("the sample equals the original", (torch.tensor([[2, 7, 8, 3]]), torch.tensor([[-100, 7, 8, -100]]),
+                                                torch.tensor([7, 5]))),
+        Case("nothing masked", (torch.tensor([[2, 7, 3]]), torch.full((1, 3), -100), torch.zeros(0, dtype=torch.long))),
+        Case("a random batch", (ids, labels, samples)),
+    ]
+    run_check("check_replaced_token_labels", learner, _replaced_tokens_reference, cases,
+              blocked_functions=[objectives.replace_tokens, objectives.replaced_token_labels])

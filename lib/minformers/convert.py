@@ -218,6 +218,35 @@ def hf_bert_state_dict(ours) -> dict:
     return state
 
 
+# ELECTRA: HF's ElectraModel is BERT's encoder under "electra.", without a pooler, with the factorized embedding's
+# Linear as "embeddings_project"; the heads are named per model.
+ELECTRA_HEADS = {
+    "discriminator": (("dense", "discriminator_predictions.dense"),
+                      ("prediction", "discriminator_predictions.dense_prediction")),
+    "generator": (("mlm_head.dense", "generator_predictions.dense"),
+                  ("mlm_head.norm", "generator_predictions.LayerNorm"), ("mlm_head.decoder", "generator_lm_head")),
+}
+
+
+def hf_electra_state_dict(ours, part: str) -> dict:
+    """An ``electra.Electra``'s ``part`` ("discriminator" or "generator") as the state dict of HF's
+    ``ElectraForPreTraining`` or ``ElectraForMaskedLM``, loadable with ``strict=True``. The generator's embeddings are
+    the discriminator's (shared), so both dicts hold the same embedding tensors."""
+    if part not in ELECTRA_HEADS:
+        raise ValueError(f"part must be one of {sorted(ELECTRA_HEADS)}, got {part!r}")
+    model = getattr(ours, part)
+    state = {}
+    for key, value in model.bert.state_dict().items():
+        if key.startswith("pooler."):
+            continue  # ELECTRA has no pooler: its heads read every token
+        name = key.replace("embeddings.projection", "embeddings_project") if "projection" in key else _hf_bert_key(key)
+        state[f"electra.{name}"] = value
+    for mine, theirs in ELECTRA_HEADS[part]:
+        for tensor in ("weight", "bias"):
+            state[f"{theirs}.{tensor}"] = model.get_submodule(mine).get_parameter(tensor)
+    return {key: value.detach() for key, value in state.items()}
+
+
 # GPT-2: HF keeps GPT-2's original Conv1D layers, whose weights are stored (in, out), the transpose of nn.Linear's,
 # and one c_attn matrix holding q, k and v side by side.
 def hf_gpt2_state_dict(ours) -> dict:

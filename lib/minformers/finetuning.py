@@ -126,3 +126,54 @@ def predict(model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
     model.eval()
     with torch.no_grad():
         return _logits(model(*inputs)).argmax(-1)
+
+
+def linear_probe_accuracy(train_features: torch.Tensor, train_labels: torch.Tensor, dev_features: torch.Tensor,
+                          dev_labels: torch.Tensor, l2: float = 1e-3) -> float:
+    """Dev accuracy of a logistic-regression probe fitted to fixed features, (N, C) each: the features are
+    standardised with the training set's mean and spread, then the weights minimise the mean cross-entropy plus
+    ``l2`` times their squared norm, by L-BFGS to convergence. Deterministic and about a second, so a pretraining
+    run can call it at every evaluation; ``fit_classifier`` with an ``nn.Linear`` does the same job by SGD.
+
+    >>> features = torch.tensor([[0.0], [1.0], [2.0], [3.0]])
+    >>> linear_probe_accuracy(features, torch.tensor([0, 0, 1, 1]), features, torch.tensor([0, 0, 1, 1]))
+    1.0
+    """
+    if train_features.dim() != 2 or dev_features.shape[1:] != train_features.shape[1:]:
+        raise ValueError(f"features must be (N, C) with the same C, got {tuple(train_features.shape)} and "
+                         f"{tuple(dev_features.shape)}")
+    mean, spread = train_features.mean(0), train_features.std(0) + 1e-6
+    train_x, dev_x = (train_features - mean) / spread, (dev_features - mean) / spread
+    n_classes = int(max(train_labels.max(), dev_labels.max())) + 1
+    probe = nn.Linear(train_x.shape[1], n_classes)
+    nn.init.zeros_(probe.weight), nn.init.zeros_(probe.bias)
+    optimizer = torch.optim.LBFGS(probe.parameters(), max_iter=100, line_search_fn="strong_wolfe")
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = F.cross_entropy(probe(train_x), train_labels) + l2 * probe.weight.pow(2).sum()
+        loss.backward()
+        return loss
+
+    with torch.enable_grad():  # a caller's evaluation may run under no_grad
+        optimizer.step(closure)
+    with torch.no_grad():
+        return accuracy(probe(dev_x), dev_labels).item()
+
+
+def sentiment_probe(tokenizer, max_len: int, train_size: int = 1000, dev_size: int = 400):
+    """``probe(body) -> dev accuracy``: a linear probe on ``body``'s mean-pooled features of the first
+    ``train_size`` training and ``dev_size`` dev sentences of the movie-review split, encoded once here."""
+    from minformers import data  # here, not at the top: data pulls in the artifact downloader
+
+    splits = data.movie_review_splits()
+    texts = {name: [text for text, _ in splits[name][:size]] for name, size in (("train", train_size),
+                                                                               ("dev", dev_size))}
+    labels = {name: torch.tensor([label for _, label in splits[name][: len(texts[name])]]) for name in texts}
+    inputs = {name: encode_sentences(tokenizer, texts[name], max_len) for name in texts}
+
+    def probe(body: nn.Module) -> float:
+        features = {name: sentence_features(body, *inputs[name], pooling="mean") for name in inputs}
+        return linear_probe_accuracy(features["train"], labels["train"], features["dev"], labels["dev"])
+
+    return probe

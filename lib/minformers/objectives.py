@@ -4,6 +4,9 @@
   10% a random token and 10% stay as they are; predict the original token at the chosen positions only.
 - Next sentence prediction (BERT): `[CLS] A [SEP] B [SEP]`, where B follows A in the corpus half the time and
   is a sentence from another document otherwise.
+- Contiguous blocks (RoBERTa, without NSP): `[CLS] text [SEP]`, a document's token stream cut into full-length pieces.
+- Replaced-token detection (ELECTRA): a generator fills the masked positions with sampled tokens; the discriminator
+  labels every position 1 if its token differs from the original, 0 otherwise.
 
 Labels use -100 for "not predicted here", the value torch's cross-entropy ignores by default.
 
@@ -172,6 +175,52 @@ def sentence_order_pairs(pairs: Sequence[SentencePair], rng: random.Random) -> l
         segment_ids = [0] * (len(first) + 2) + [1] * (len(second) + 1)
         ordered.append(SentencePair(input_ids, segment_ids, is_next=int(not swapped)))
     return ordered
+
+
+def contiguous_blocks(documents: Sequence[Sequence[list[int]]], length: int, cls_id: int,
+                      sep_id: int) -> list[list[int]]:
+    """RoBERTa's input without NSP: each document's sentences joined into one token stream and cut into
+    ``[CLS] text [SEP]`` blocks of ``length`` tokens; only a document's last block may be shorter. Blocks never
+    cross documents, so no block mixes two articles.
+
+    >>> contiguous_blocks([[[5, 6], [7, 8, 9]], [[10]]], length=5, cls_id=2, sep_id=3)
+    [[2, 5, 6, 7, 3], [2, 8, 9, 3], [2, 10, 3]]
+    """
+    if length < 3:
+        raise ValueError(f"length must be >= 3 to hold [CLS] a token [SEP], got {length}")
+    blocks = []
+    for document in documents:
+        stream = [token for sentence in document for token in sentence]
+        for start in range(0, len(stream), length - 2):
+            blocks.append([cls_id, *stream[start : start + length - 2], sep_id])
+    if not blocks:
+        raise ValueError("documents hold no tokens")
+    return blocks
+
+
+def replace_tokens(original_ids: torch.Tensor, mlm_labels: torch.Tensor, sampled: torch.Tensor) -> torch.Tensor:
+    """ELECTRA's corrupted input: ``original_ids`` (B, T) with the positions that carry an MLM label (row-major
+    order, as ``BertForPreTraining`` returns its logits) set to the generator's ``sampled`` tokens (N,)."""
+    labelled = mlm_labels != IGNORE
+    if sampled.shape != (int(labelled.sum()),):
+        raise ValueError(f"sampled must hold one token per labelled position, {int(labelled.sum())}, "
+                         f"got shape {tuple(sampled.shape)}")
+    corrupted = original_ids.clone()
+    corrupted[labelled] = sampled
+    return corrupted
+
+
+def replaced_token_labels(original_ids: torch.Tensor, corrupted_ids: torch.Tensor) -> torch.Tensor:
+    """The discriminator's targets, (B, T) floats: 1 where the token differs from the original, 0 elsewhere. A
+    sampled token that happens to equal the original counts as original (ELECTRA's rule): there is nothing to
+    detect there.
+
+    >>> replaced_token_labels(torch.tensor([[2, 7, 8, 3]]), torch.tensor([[2, 9, 8, 3]]))
+    tensor([[0., 1., 0., 0.]])
+    """
+    if original_ids.shape != corrupted_ids.shape:
+        raise ValueError(f"shapes differ: original {tuple(original_ids.shape)}, corrupted {tuple(corrupted_ids.shape)}")
+    return (original_ids != corrupted_ids).float()
 
 
 def pad(sequences: Sequence[list[int]], pad_id: int, length: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
