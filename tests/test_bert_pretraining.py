@@ -6,7 +6,7 @@ import torch
 
 from minformers.bert import IGNORE_INDEX
 from minformers.bert_pretraining import SPECIALS, PretrainingRun, news_corpus, pretrain_tiny_bert, pretraining_batch
-from minformers.objectives import SentencePair
+from minformers.objectives import SentencePair, split_sentences
 from minformers.train import TrainConfig
 from minformers.wordpiece import WordPieceTokenizer
 
@@ -136,3 +136,18 @@ def test_electra_run_trains_the_discriminator_as_its_body(corpus):
 def test_run_refuses_settings_that_do_not_go_together(changes, message):
     with pytest.raises(ValueError, match=message):
         PretrainingRun(**changes)
+
+
+def test_byte_level_corpus_spells_every_article_exactly():
+    corpus = news_corpus(vocab_size=400, max_len=24, article_stride=12, tokenizer="byte_bpe")
+    tokenizer = corpus.tokenizer
+    assert [tokenizer.special_ids[role] for role in ("pad", "unk", "cls", "sep", "mask")] == [0, 1, 2, 3, 4]
+    assert tokenizer.vocab_size == 400
+    article = corpus.articles[0]["text"]  # index 0: a validation article
+    stream = [token for sentence in corpus.validation_documents[0] for token in sentence]
+    assert tokenizer.decode(stream) == " ".join(split_sentences(article))  # nothing lost, no [UNK]
+    batch = pretraining_batch(tokenizer, PretrainingRun.roberta().examples(corpus, "train")[:8],
+                              torch.Generator().manual_seed(0))
+    assert int(batch.input_ids.max()) < 400 and (batch.mlm_labels != IGNORE_INDEX).any()
+    with pytest.raises(ValueError, match="tokenizer"):
+        news_corpus(tokenizer="sentencepiece")

@@ -31,6 +31,7 @@ import torch
 
 from minformers import data
 from minformers.bert import IGNORE_INDEX, BertConfig, BertForPreTraining
+from minformers.bpe import ByteBPETokenizer, train_bpe
 from minformers.electra import Electra, electra_forward
 from minformers.finetuning import sentiment_probe
 from minformers.objectives import (
@@ -47,11 +48,27 @@ from minformers.validation import check_size
 from minformers.wordpiece import WordPieceTokenizer, train_wordpiece
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # BERT's, with [PAD] = 0 as BertConfig.pad_id expects
+ROLES = ("pad", "unk", "cls", "sep", "mask")  # what each of SPECIALS is called in WordPieceTokenizer.special_ids
+
+
+class NewsByteBPE(ByteBPETokenizer):
+    """RoBERTa's kind of tokenizer: a byte-level BPE, with BERT's special tokens under the names the pretraining
+    recipe looks them up by (``special_ids``, ``id_to_token``), so it can stand in for WordPiece. No text is
+    unknown to it: ``[UNK]`` is kept only so that both vocabularies hold the same special tokens."""
+
+    def __init__(self, vocab: dict[int, bytes], merges, special_tokens=SPECIALS):
+        if tuple(special_tokens) != SPECIALS:
+            raise ValueError(f"special_tokens must be {SPECIALS}, got {tuple(special_tokens)}")
+        super().__init__(vocab, merges, special_tokens)
+        self.special_ids = {role: self._special_ids[token] for role, token in zip(ROLES, SPECIALS, strict=True)}
+        # readable names for the ids, as GPT-2 and RoBERTa print them: a space becomes "Ġ"
+        self.id_to_token = [self.vocab[i].decode("utf-8", errors="replace").replace(" ", "Ġ")
+                            for i in range(self.vocab_size)]
 
 
 @dataclass(frozen=True)
 class NewsCorpus:
-    tokenizer: WordPieceTokenizer  # the subset vocabulary; its ids are the model's
+    tokenizer: WordPieceTokenizer | NewsByteBPE  # trained on the training articles; its ids are the model's
     articles: list[dict[str, str]]  # the BBC articles used, as data.bbc_news() gives them
     train_pairs: list[SentencePair]  # NSP pairs from 9 articles in 10
     validation_pairs: list[SentencePair]  # from every tenth article, never trained on
@@ -70,9 +87,11 @@ def _is_train(index: int) -> bool:
 
 
 @lru_cache(maxsize=4)
-def news_corpus(vocab_size: int = 3_000, max_len: int = 32, article_stride: int = 3) -> NewsCorpus:
+def news_corpus(vocab_size: int = 3_000, max_len: int = 32, article_stride: int = 3,
+                tokenizer: str = "wordpiece") -> NewsCorpus:
     """NSP pairs from every ``article_stride``-th distinct BBC article, tokenized with a ``vocab_size``-piece WordPiece
-    vocabulary trained on the training articles. Every tenth article is held out for validation.
+    vocabulary trained on the training articles (``tokenizer="byte_bpe"``: a byte-level BPE of the same size, as
+    RoBERTa uses). Every tenth article is held out for validation.
 
     The vocabulary ranks merges by frequency, as HF's WordPieceTrainer does: on a corpus this small, the likelihood
     score would spend it on rare words and leave "the" in two pieces (see ``train_wordpiece``).
@@ -81,6 +100,8 @@ def news_corpus(vocab_size: int = 3_000, max_len: int = 32, article_stride: int 
     check_size("vocab_size", vocab_size)
     check_size("max_len", max_len, minimum=5)
     check_size("article_stride", article_stride)
+    if tokenizer not in ("wordpiece", "byte_bpe"):
+        raise ValueError(f"tokenizer must be 'wordpiece' or 'byte_bpe', got {tokenizer!r}")
     unique: dict[str, dict[str, str]] = {}
     for article in data.bbc_news():  # 133 of the 2,225 texts occur twice; one copy could land in each split
         unique.setdefault(article["text"], article)
@@ -88,13 +109,16 @@ def news_corpus(vocab_size: int = 3_000, max_len: int = 32, article_stride: int 
     documents = [split_sentences(article["text"]) for article in articles]
     is_train = [_is_train(index) for index in range(len(documents))]
     train_text = "\n".join(article["text"] for article, keep in zip(articles, is_train, strict=True) if keep)
-    tokenizer = _news_vocabulary(train_text, vocab_size)
-    encoded = [[tokenizer.encode(sentence) for sentence in document] for document in documents]
-    cls_id, sep_id = tokenizer.special_ids["cls"], tokenizer.special_ids["sep"]
+    vocabulary = _news_vocabulary(train_text, vocab_size, tokenizer)
+    # A byte-level BPE spells a word with the space before it (" word"), so every sentence after a document's first
+    # starts with the space that separated it; WordPiece drops whitespace, and gets the same ids either way.
+    encoded = [[vocabulary.encode(sentence if index == 0 else " " + sentence)
+                for index, sentence in enumerate(document)] for document in documents]
+    cls_id, sep_id = vocabulary.special_ids["cls"], vocabulary.special_ids["sep"]
     train_documents = [document for document, keep in zip(encoded, is_train, strict=True) if keep]
     validation_documents = [document for document, keep in zip(encoded, is_train, strict=True) if not keep]
     return NewsCorpus(
-        tokenizer=tokenizer,
+        tokenizer=vocabulary,
         articles=articles,
         train_pairs=sentence_pairs(train_documents, max_len, cls_id, sep_id, random.Random(0)),
         validation_pairs=sentence_pairs(validation_documents, max_len, cls_id, sep_id, random.Random(1)),
@@ -104,18 +128,24 @@ def news_corpus(vocab_size: int = 3_000, max_len: int = 32, article_stride: int 
     )
 
 
-def _news_vocabulary(train_text: str, vocab_size: int) -> WordPieceTokenizer:
-    """Train the vocabulary, or read it from this build's checkpoints: training takes seconds, and both BERT pages
+def _news_vocabulary(train_text: str, vocab_size: int, kind: str) -> WordPieceTokenizer | NewsByteBPE:
+    """Train the vocabulary, or read it from this build's checkpoints: training takes seconds, and several pages
     need it."""
     settings = {"text": hashlib.sha256(train_text.encode()).hexdigest(), "vocab_size": vocab_size}
-    path = checkpoint_path("news-wordpiece", settings, suffix=".txt")
+    path = checkpoint_path(f"news-{kind}", settings, suffix=".txt" if kind == "wordpiece" else ".json")
     if not path.exists():
-        vocab = train_wordpiece(train_text, vocab_size, SPECIALS, score="frequency")
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-        partial.write_text("".join(f"{token}\n" for token in vocab), encoding="utf-8")
+        if kind == "wordpiece":
+            vocab = train_wordpiece(train_text, vocab_size, SPECIALS, score="frequency")
+            partial.write_text("".join(f"{token}\n" for token in vocab), encoding="utf-8")
+        else:
+            NewsByteBPE(*train_bpe(train_text, vocab_size, SPECIALS)).save(partial)
         os.replace(partial, path)  # atomic, so a page running at the same time never reads half a file
-    return WordPieceTokenizer.from_vocab_file(path)
+    if kind == "wordpiece":
+        return WordPieceTokenizer.from_vocab_file(path)
+    tokenizer = ByteBPETokenizer.load(path)
+    return NewsByteBPE(tokenizer.vocab, tokenizer.merges)
 
 
 @dataclass
@@ -141,7 +171,7 @@ def pretraining_batch(
     input_ids, attention_mask = pad([pair.input_ids for pair in pairs], pad_id)
     segment_ids, _ = pad([pair.segment_ids for pair in pairs], 0, input_ids.shape[1])
     nsp_labels = torch.tensor([0 if pair.is_next else 1 for pair in pairs])
-    special_ids = [tokenizer.vocab[token] for token in SPECIALS]
+    special_ids = list(tokenizer.special_ids.values())  # [PAD] [UNK] [CLS] [SEP] [MASK]: never chosen for MLM
     masked, mlm_labels = mask_tokens(input_ids, tokenizer.vocab_size, tokenizer.special_ids["mask"], special_ids,
                                      generator=generator)
     return PretrainingBatch(masked, segment_ids, attention_mask, mlm_labels, nsp_labels)

@@ -173,7 +173,7 @@ def sentiment_probe(tokenizer, max_len: int, train_size: int = 1000, dev_size: i
     inputs = {name: encode_sentences(tokenizer, texts[name], max_len) for name in texts}
 
     def probe(body: nn.Module) -> float:
-        features = {name: sentence_features(body, *inputs[name], pooling="mean") for name in inputs}
-        return linear_probe_accuracy(features["train"], labels["train"], features["dev"], labels["dev"])
+        vectors = {name: sentence_features(body, *inputs[name], pooling="mean") for name in inputs}
+        return linear_probe_accuracy(vectors["train"], labels["train"], vectors["dev"], labels["dev"])
 
     return probe
