@@ -16,7 +16,7 @@ from minformers import checks
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
-from exercises import ConventionError, exercises, read, solution_lines, student_version  # noqa: E402
+from exercises import ConventionError, exercises, leak_needles, read, solution_lines, student_version  # noqa: E402
 from notebooks import chapters  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "exercise_page.md"
@@ -103,37 +103,29 @@ def readable_text(path: Path) -> str:
     return raw
 
 
-def fragments(line: str) -> list[str]:
-    """The parts of a solution line a leak would reproduce verbatim: the whole line, or for prose with math,
-    each stretch of plain text (math is rendered differently on the site, so it is matched without it)."""
-    if "$" not in line:
-        return [line]
-    return [part.strip() for part in re.split(r"\$[^$]*\$", line) if len(part.strip()) >= 25]
+def library_lines() -> set[str]:
+    """Lines of the course library, which ships with the student edition, so repeating one reveals nothing."""
+    library_files = (ROOT / "lib" / "minformers").glob("*.py")
+    return {line.strip().removeprefix(">>> ") for path in library_files for line in path.read_text().splitlines()}
+
+
+def test_no_solution_text_appears_in_another_chapters_student_version_or_the_library():
+    """The fast half of the leak test, on the sources: it catches in seconds what the book test below finds in
+    the built edition after the whole build (a solution line that is also a substring of other shown text)."""
+    needles = leak_needles(chapters(), library_lines())
+    shown = {source.stem: "\n".join(cell.source for cell in student_version(read(source)).cells)
+             for source in chapters()}
+    shown["lib"] = "\n".join(path.read_text() for path in (ROOT / "lib" / "minformers").glob("*.py"))
+    leaks = [f"{origin} -> {where}: {needle!r}" for needle, origin in needles.items()
+             for where, text in shown.items() if needle in text]
+    assert not leaks, "\n".join(leaks[:20])
 
 
 @pytest.mark.book
 def test_no_solution_leaks_into_the_student_edition():
     if not STUDENT.exists():
         pytest.fail("no _build/student: run `make student` before the book tests")
-    # Lines of the course library are not leaks either: the library ships with the edition on purpose (the checks
-    # need its references), so a solution line that equals one of its lines reveals nothing new.
-    library_files = (ROOT / "lib" / "minformers").glob("*.py")
-    library = {line.strip().removeprefix(">>> ") for path in library_files for line in path.read_text().splitlines()}
-    needles = set()
-    for source in chapters():
-        chapter = read(source)
-        # Not leaks: a line the chapter also shows outside its solutions (`with torch.no_grad():`), a line
-        # inside a stub (the function's signature, meant to be seen), and a fragment too short to identify
-        # anything (a lone `return x` occurs in any code base).
-        shown = {line.strip() for cell in student_version(chapter).cells for line in cell.source.splitlines()}
-        stubs = [exercise.stub for exercise in exercises(chapter)]
-        needles |= {
-            fragment
-            for line in solution_lines(chapter)
-            if line not in shown and line not in library and not any(line in stub for stub in stubs)
-            for fragment in fragments(line)
-            if len(fragment) >= 12
-        }
+    needles = leak_needles(chapters(), library_lines())
     assert len(needles) >= 10, "the scan found almost no solution lines: is the convention being read?"
     files = [path for path in STUDENT.rglob("*") if path.is_file() and path.suffix not in {".png", ".woff2"}]
     assert any(path.suffix == ".ipynb" for path in files) and any(path.suffix == ".html" for path in files)

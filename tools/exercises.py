@@ -156,3 +156,30 @@ def exercises(notebook) -> list[Exercise]:
     if pending:
         raise ConventionError(f"stubbed functions with no check cell after them: {[name for name, _ in pending]}")
     return found
+
+
+def fragments(line: str) -> list[str]:
+    """The parts of a solution line a leak would reproduce verbatim: the whole line, or for prose with math,
+    each stretch of plain text (math is rendered differently on the site, so it is matched without it)."""
+    if "$" not in line:
+        return [line]
+    return [part.strip() for part in re.split(r"\$[^$]*\$", line) if len(part.strip()) >= 25]
+
+
+def leak_needles(chapters: list[Path], library: set[str]) -> dict[str, str]:
+    """Solution text that must not appear in the student edition: {fragment: the chapter it comes from}.
+
+    Not leaks: a line the chapter also shows outside its solutions (`with torch.no_grad():`), a line of the course
+    library (it ships with the edition on purpose), a line inside a stub (the function's signature, meant to be
+    seen), and a fragment too short to identify anything (a lone `return x` occurs in any code base).
+    """
+    needles = {}
+    for source in chapters:
+        chapter = read(source)
+        shown = {line.strip() for cell in student_version(chapter).cells for line in cell.source.splitlines()}
+        stubs = [exercise.stub for exercise in exercises(chapter)]
+        for line in solution_lines(chapter):
+            if line in shown or line in library or any(line in stub for stub in stubs):
+                continue
+            needles |= {fragment: source.stem for fragment in fragments(line) if len(fragment) >= 12}
+    return needles
