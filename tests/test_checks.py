@@ -317,6 +317,173 @@ def stub_replaced_tokens(original_ids, mlm_labels, sampled):
     raise NotImplementedError("put the samples at the labelled positions; label 1 where the token changed")
 
 
+def compute_optimal_by_lagrange(E, A, alpha, B, beta, compute):
+    # At the optimum alpha A / N^alpha = beta B / D^beta (the two marginal losses balance); with D = C / 6N that is
+    # one equation in N, solved in logs.
+    log_n = (math.log(alpha * A / (beta * B)) + beta * math.log(compute / 6)) / (alpha + beta)
+    return math.exp(log_n), compute / 6 / math.exp(log_n)
+
+
+def compute_optimal_even_split(E, A, alpha, B, beta, compute):  # N = D = sqrt(C / 6), whatever the law says
+    return math.sqrt(compute / 6), math.sqrt(compute / 6)
+
+
+def stub_compute_optimal(E, A, alpha, B, beta, compute):
+    raise NotImplementedError("balance the two marginal losses under 6ND = C")
+
+
+def swish_derivative_by_loop(x, beta):
+    out = torch.empty_like(x)
+    for index, value in enumerate(x.flatten().tolist()):
+        s = 1 / (1 + math.exp(-beta * value)) if beta * value > -700 else 0.0
+        out.view(-1)[index] = s + beta * value * s * (1 - s)
+    return out
+
+
+def swish_derivative_as_often_printed(x, beta):  # f + σ(x)(1 - f): right only for β = 1
+    f = x * torch.sigmoid(beta * x)
+    return f + torch.sigmoid(x) * (1 - f)
+
+
+def swish_derivative_without_inner_beta(x, beta):  # forgets the chain rule's β in the second term
+    s = torch.sigmoid(beta * x)
+    return s + x * s * (1 - s)
+
+
+def swish_derivative_by_autograd(x, beta):
+    x = x.clone().requires_grad_(True)
+    return torch.autograd.grad((x * torch.sigmoid(beta * x)).sum(), x)[0]
+
+
+def stub_swish_derivative(x, beta):
+    raise NotImplementedError("product rule on x times sigma(beta x), with sigma' = sigma (1 - sigma)")
+
+
+def adamw_step_by_loop(theta, grad, exp_avg, exp_avg_sq, t, lr, betas, eps, weight_decay):
+    results = [torch.empty_like(theta) for _ in range(3)]
+    for index in range(theta.numel()):
+        g = grad.view(-1)[index].item()
+        m = betas[0] * exp_avg.view(-1)[index].item() + (1 - betas[0]) * g
+        v = betas[1] * exp_avg_sq.view(-1)[index].item() + (1 - betas[1]) * g * g
+        shrunk = theta.view(-1)[index].item() * (1 - lr * weight_decay)
+        step = lr * (m / (1 - betas[0] ** t)) / (math.sqrt(v / (1 - betas[1] ** t)) + eps)
+        for result, value in zip(results, (shrunk - step, m, v), strict=True):
+            result.view(-1)[index] = value
+    return tuple(results)
+
+
+def adamw_without_bias_correction(theta, grad, exp_avg, exp_avg_sq, t, lr, betas, eps, weight_decay):
+    m = betas[0] * exp_avg + (1 - betas[0]) * grad
+    v = betas[1] * exp_avg_sq + (1 - betas[1]) * grad**2
+    return theta * (1 - lr * weight_decay) - lr * m / (v.sqrt() + eps), m, v
+
+
+def adamw_as_l2(theta, grad, exp_avg, exp_avg_sq, t, lr, betas, eps, weight_decay):  # Adam's L2, not decoupled
+    return adamw_step_by_loop(theta, grad + weight_decay * theta, exp_avg, exp_avg_sq, t, lr, betas, eps, 0.0)
+
+
+def adamw_decay_after_step(theta, grad, exp_avg, exp_avg_sq, t, lr, betas, eps, weight_decay):
+    stepped, m, v = adamw_step_by_loop(theta, grad, exp_avg, exp_avg_sq, t, lr, betas, eps, 0.0)
+    return stepped * (1 - lr * weight_decay), m, v
+
+
+def adamw_eps_inside_root(theta, grad, exp_avg, exp_avg_sq, t, lr, betas, eps, weight_decay):
+    m = betas[0] * exp_avg + (1 - betas[0]) * grad
+    v = betas[1] * exp_avg_sq + (1 - betas[1]) * grad**2
+    update = (m / (1 - betas[0] ** t)) / (v / (1 - betas[1] ** t) + eps).sqrt()
+    return theta * (1 - lr * weight_decay) - lr * update, m, v
+
+
+def adamw_by_torch(theta, grad, exp_avg, exp_avg_sq, t, lr, betas, eps, weight_decay):
+    param = theta.clone().requires_grad_(True)
+    optimizer = torch.optim.AdamW([param], lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+    param.grad = grad.clone()
+    optimizer.step()
+    return param.detach(), exp_avg, exp_avg_sq
+
+
+def stub_adamw_step(theta, grad, exp_avg, exp_avg_sq, t, lr, betas, eps, weight_decay):
+    raise NotImplementedError("decay theta, update both moments, bias-correct them, then step")
+
+
+def chunked_attention_by_logsumexp(q, k, v, chunk_size):
+    scale = q.shape[-1] ** -0.5
+    total, out = None, None
+    for start in range(0, k.shape[-2], chunk_size):
+        scores = q @ k[..., start : start + chunk_size, :].transpose(-2, -1) * scale
+        part_total = torch.logsumexp(scores, dim=-1, keepdim=True)
+        part = torch.softmax(scores, dim=-1) @ v[..., start : start + chunk_size, :]
+        if out is None:
+            total, out = part_total, part
+            continue
+        merged = torch.logaddexp(total, part_total)
+        out = out * (total - merged).exp() + part * (part_total - merged).exp()
+        total = merged
+    return out
+
+
+def attention_with_the_whole_score_matrix(q, k, v, chunk_size):  # right values, quadratic memory
+    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1) @ v
+
+
+def chunked_attention_without_max(q, k, v, chunk_size):  # exp of raw scores overflows for large ones
+    numerator, denominator = 0, 0
+    for start in range(0, k.shape[-2], chunk_size):
+        weights = (q @ k[..., start : start + chunk_size, :].transpose(-2, -1) / math.sqrt(q.shape[-1])).exp()
+        numerator = numerator + weights @ v[..., start : start + chunk_size, :]
+        denominator = denominator + weights.sum(-1, keepdim=True)
+    return numerator / denominator
+
+
+def mean_of_chunk_softmaxes(q, k, v, chunk_size):  # each chunk normalised on its own, then averaged
+    parts = [torch.softmax(q @ k[..., s : s + chunk_size, :].transpose(-2, -1) / math.sqrt(q.shape[-1]), -1)
+             @ v[..., s : s + chunk_size, :] for s in range(0, k.shape[-2], chunk_size)]
+    return sum(parts) / len(parts)
+
+
+def chunked_attention_by_torch(q, k, v, chunk_size):
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+
+def stub_chunked_attention(q, k, v, chunk_size):
+    raise NotImplementedError("per chunk of keys: new running max, rescale the sum and output, add the chunk")
+
+
+def stashed_by_counting(events):
+    peaks = []
+    for stage in range(max(e[0] for e in events) + 1):
+        mine = [e for e in events if e[0] == stage]
+        forwards = [e[3] for e in mine if e[1] == "F"]
+        backwards_done = [e[4] for e in mine if e[1] == "B"]
+        peaks.append(max(sum(s <= t for s in forwards) - sum(b <= t for b in backwards_done) for t in forwards))
+    return peaks
+
+
+def stashed_over_all_stages(events):  # one count for the whole pipeline, not per stage
+    held = peak = 0
+    for event in sorted(events, key=lambda e: e[3]):
+        held += 1 if event[1] == "F" else -1
+        peak = max(peak, held)
+    return [peak] * (max(e[0] for e in events) + 1)
+
+
+def stashed_in_given_order(events):  # forgets that the events may come in any order
+    peaks = {}
+    held = {}
+    for stage, phase, *_ in events:
+        held[stage] = held.get(stage, 0) + (1 if phase == "F" else -1)
+        peaks[stage] = max(peaks.get(stage, 0), held[stage])
+    return [peaks[stage] for stage in sorted(peaks)]
+
+
+def stashed_counts_forwards(events):  # counts every forward, as if activations were never freed
+    return [sum(e[0] == stage and e[1] == "F" for e in events) for stage in range(max(e[0] for e in events) + 1)]
+
+
+def stub_stashed(events):
+    raise NotImplementedError("per stage, in time order: +1 at a forward, -1 at a backward; keep the maximum")
+
+
 CHECKS = {
     "local_global_mask": (checks.check_local_global_mask, loop_local_global_mask, stub_mask),
     "sinusoidal_positions": (checks.check_sinusoidal_positions, loop_sinusoidal_positions, stub_positions),
@@ -331,6 +498,11 @@ CHECKS = {
                              stub_embedding_parameters),
     "contiguous_blocks": (checks.check_contiguous_blocks, blocks_by_loop, stub_blocks),
     "replaced_token_labels": (checks.check_replaced_token_labels, replaced_tokens_by_loop, stub_replaced_tokens),
+    "compute_optimal": (checks.check_compute_optimal, compute_optimal_by_lagrange, stub_compute_optimal),
+    "swish_derivative": (checks.check_swish_derivative, swish_derivative_by_loop, stub_swish_derivative),
+    "adamw_step": (checks.check_adamw_step, adamw_step_by_loop, stub_adamw_step),
+    "chunked_attention": (checks.check_chunked_attention, chunked_attention_by_logsumexp, stub_chunked_attention),
+    "peak_stashed_microbatches": (checks.check_peak_stashed_microbatches, stashed_by_counting, stub_stashed),
 }
 
 WRONG = [
@@ -362,6 +534,22 @@ WRONG = [
     (checks.check_factorized_embedding_parameters, embedding_parameters_without_bias, "expected"),
     (checks.check_contiguous_blocks, blocks_across_documents, "case 'two documents never share a block'"),
     (checks.check_replaced_token_labels, replaced_means_masked, "case 'the sample equals the original'"),
+    (checks.check_compute_optimal, compute_optimal_even_split, "case 'Hoffmann et al.'s fit"),
+    (checks.check_swish_derivative, swish_derivative_as_often_printed, "case 'β = 2, where the often-printed"),
+    (checks.check_swish_derivative, swish_derivative_without_inner_beta, "case 'β = 2"),
+    (checks.check_swish_derivative, swish_derivative_by_autograd, "calls the library's own solution"),
+    (checks.check_adamw_step, adamw_without_bias_correction, r"case 'the first update \(t = 1\), no weight decay'"),
+    (checks.check_adamw_step, adamw_as_l2, "case 'the first update with weight decay 0.01'"),
+    (checks.check_adamw_step, adamw_decay_after_step, "weight decay .*: result 0: values differ"),
+    (checks.check_adamw_step, adamw_eps_inside_root, "result 0: values differ"),
+    (checks.check_adamw_step, adamw_by_torch, "calls the library's own solution"),
+    (checks.check_chunked_attention, attention_with_the_whole_score_matrix, "MiB of tensors at its peak"),
+    (checks.check_chunked_attention, chunked_attention_without_max, "large scores.*received NaN"),
+    (checks.check_chunked_attention, mean_of_chunk_softmaxes, "case 'chunk_size divides T_k.*values differ"),
+    (checks.check_chunked_attention, chunked_attention_by_torch, "calls the library's own solution"),
+    (checks.check_peak_stashed_microbatches, stashed_over_all_stages, "case 'GPipe, 2 stages"),
+    (checks.check_peak_stashed_microbatches, stashed_in_given_order, "case '1F1B with the events in reverse order'"),
+    (checks.check_peak_stashed_microbatches, stashed_counts_forwards, "case '1F1B, 2 stages"),
 ]
 
 

@@ -80,15 +80,16 @@ class LMRun:
     batch_size: int = 12  # windows of max_len tokens per step
     validation_windows: int = 64  # fixed held-out windows scored at every evaluation
     sample_length: int = 57  # tokens generated after the prompt at each evaluation (temperature 0.8): with
-    # Shakespeare's 7-character prompt, 64, the context, so the KV cache serves the whole sample
+    # Shakespeare's 7-character prompt, 64, the context, so the KV cache serves the whole sample; 0 = no sample
     model_changes: tuple[tuple[str, object], ...] = ()  # config overrides, e.g. (("n_layers", 2),)
     init_seed: int = 0  # the initial weights; change it to measure how much a result depends on them
 
     def __post_init__(self):
         if self.architecture not in ("gpt", "llama"):
             raise ValueError(f"architecture must be 'gpt' or 'llama', got {self.architecture!r}")
-        for name in ("batch_size", "validation_windows", "sample_length"):
+        for name in ("batch_size", "validation_windows"):
             check_size(name, getattr(self, name))
+        check_size("sample_length", self.sample_length, minimum=0)
 
     def config(self, corpus: TextCorpus) -> GPTConfig | LlamaConfig:
         vocab_size, changes = corpus.tokenizer.vocab_size, dict(self.model_changes)
@@ -131,6 +132,8 @@ def train_language_model(corpus: TextCorpus, run: LMRun = LMRun(),
         return language_model_loss(model(windows), windows)
 
     def evaluate(model: nn.Module) -> dict:
+        if not run.sample_length:
+            return {"val_loss": loss_for_batch(model, validation)}
         return {"val_loss": loss_for_batch(model, validation),
                 "sample": sample(model, corpus.tokenizer, run.sample_length, corpus.prompt)}
 

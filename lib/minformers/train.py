@@ -291,7 +291,8 @@ def _line(history: History, since: int, done: int, steps: int, evaluated: bool) 
 
 def train(model: torch.nn.Module, batch_for_step: Callable[[int], object], loss_for_batch: Callable,
           config: TrainConfig, evaluate: Callable | None = None, checkpoint: str | Path | None = None,
-          progress: bool | None = None) -> History:
+          progress: bool | None = None,
+          build_optimizer: Callable[[torch.nn.Module, TrainConfig], torch.optim.Optimizer] = make_optimizer) -> History:
     """Train ``model`` for ``config.steps`` AdamW updates and return its History (example at the top of the module).
 
     ``evaluate(model) -> {name: float}`` runs every ``eval_every`` steps and at the last one, in eval mode without
@@ -301,10 +302,12 @@ def train(model: torch.nn.Module, batch_for_step: Callable[[int], object], loss_
     ``progress``: True draws a tqdm bar, False prints a line per evaluation; None picks the bar unless the
     environment variable MINFORMERS_BUILD is set, and not to 0 (the book build sets it: a redrawn bar is noise in a
     static page).
+    ``build_optimizer(model, config)`` makes another optimizer than AdamW (the optimizers page compares nine); the
+    schedule sets each parameter group's "lr" at every step, and clipping applies as for AdamW.
     """
     if progress is None:
         progress = os.environ.get("MINFORMERS_BUILD", "") in ("", "0")
-    optimizer = make_optimizer(model, config)
+    optimizer = build_optimizer(model, config)
     parameters = [p for group in optimizer.param_groups for p in group["params"]]
     history, start = History(), 0
     path = None if checkpoint is None else Path(checkpoint)
