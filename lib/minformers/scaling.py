@@ -135,7 +135,8 @@ def _objective(params: torch.Tensor, logs: list[torch.Tensor], log_loss: torch.T
     return (weights * _huber(predicted - log_loss, delta)).sum(dim=1)
 
 
-def _starting_point(resources: list[np.ndarray], loss: np.ndarray, delta: float) -> torch.Tensor:
+def _starting_point(resources: list[np.ndarray], loss: np.ndarray, delta: float,
+                    weights: np.ndarray | None = None) -> torch.Tensor:
     """Where to start L-BFGS: for fixed exponents the law is linear in E, A and B, so try every exponent on a grid
     (0.02 to 1.5), solve least squares for the scales (each run weighted by 1 / loss, i.e. in relative error), and
     keep the combination whose Huber objective in log space is lowest. The problem has local minima, and a grid over
@@ -145,8 +146,10 @@ def _starting_point(resources: list[np.ndarray], loss: np.ndarray, delta: float)
     columns = [np.ones((len(exponents), len(loss)))]
     for k, x in enumerate(resources):
         columns.append(x[None, :] ** -exponents[:, k, None])  # (P, n): x^-exponent for every candidate
-    design = np.stack(columns, axis=2) / loss[None, :, None]  # (P, n, 1 + K), rows scaled to relative error
-    target = torch.ones(len(exponents), len(loss), 1, dtype=torch.float64)
+    weights = np.ones(len(loss)) if weights is None else np.asarray(weights, dtype=np.float64)
+    scale = np.sqrt(weights) / loss  # each row in relative error, and counted as often as its weight says
+    design = np.stack(columns, axis=2) * scale[None, :, None]  # (P, n, 1 + K)
+    target = torch.from_numpy(np.broadcast_to(np.sqrt(weights)[None, :, None], (len(exponents), len(loss), 1)).copy())
     scales = torch.linalg.lstsq(torch.from_numpy(design), target).solution[..., 0].numpy()  # (P, 1 + K)
     scales = np.clip(scales, 1e-8, None)  # a negative scale has no log: start it near 0 instead
     params = [np.log(scales[:, 0])]
@@ -154,8 +157,7 @@ def _starting_point(resources: list[np.ndarray], loss: np.ndarray, delta: float)
         params += [np.log(scales[:, 1 + k]), exponents[:, k]]
     params = torch.from_numpy(np.stack(params, axis=1))  # (P, 1 + 2K)
     logs = [torch.from_numpy(np.log(x)) for x in resources]
-    ones = torch.ones(1, len(loss), dtype=torch.float64)
-    objectives = _objective(params, logs, torch.from_numpy(np.log(loss)), ones, delta)
+    objectives = _objective(params, logs, torch.from_numpy(np.log(loss)), torch.from_numpy(weights)[None], delta)
     return params[torch.nan_to_num(objectives, nan=math.inf).argmin()]
 
 
@@ -229,8 +231,9 @@ def fit_joint_law(n, d, loss, delta: float = HUBER_DELTA) -> JointLaw:
 def bootstrap(law, resources: list, loss, samples: int = 200, seed: int = 0, delta: float = HUBER_DELTA,
               max_iter: int = 100) -> dict[str, np.ndarray]:
     """The spread of a fit's parameters: refit ``samples`` times on the runs drawn with replacement (each draw gives
-    a run a weight: how often it was drawn), every refit starting from ``law``, the fit on all runs. Returns
-    {parameter name: array of its ``samples`` refitted values}.
+    a run a weight: how often it was drawn). Each refit starts from the better of ``law`` (the fit on all runs) and the
+    grid's best point for the resampled runs, so a resample may leave the full fit's basin. Returns {parameter name:
+    array of its ``samples`` refitted values}.
 
     ``resources`` is [x] for a PowerLaw and [n, d] for a JointLaw.
     """
@@ -239,7 +242,11 @@ def bootstrap(law, resources: list, loss, samples: int = 200, seed: int = 0, del
     rng = np.random.default_rng(seed)
     draws = rng.multinomial(len(loss), np.full(len(loss), 1 / len(loss)), size=samples)  # (S, n) counts
     logs, log_loss = [torch.from_numpy(np.log(x)) for x in arrays], torch.from_numpy(np.log(loss))
-    start = torch.tensor(_as_params(law), dtype=torch.float64)
-    refits = [_as_law(type(law), _polish(start, logs, log_loss, torch.from_numpy(weights).double(), delta,
-                                         max_iter).tolist()) for weights in draws]
+    fitted = torch.tensor(_as_params(law), dtype=torch.float64)
+    refits = []
+    for counts in draws:
+        weights = torch.from_numpy(counts).double()
+        starts = torch.stack([fitted, _starting_point(arrays, loss, delta, counts)])  # (2, 1 + 2K)
+        start = starts[_objective(starts, logs, log_loss, weights[None], delta).argmin()]
+        refits.append(_as_law(type(law), _polish(start, logs, log_loss, weights, delta, max_iter).tolist()))
     return {field.name: np.array([getattr(refit, field.name) for refit in refits]) for field in fields(law)}
