@@ -484,6 +484,67 @@ def stub_stashed(events):
     raise NotImplementedError("per stage, in time order: +1 at a forward, -1 at a backward; keep the maximum")
 
 
+def sgns_loss_pair_by_pair(center, context, negatives):
+    total = 0.0
+    for row in range(center.shape[0]):
+        total = total + torch.nn.functional.softplus(-(center[row] @ context[row]))  # -log σ(x) = softplus(-x)
+        for noise in negatives[row]:
+            total = total + torch.nn.functional.softplus(noise @ center[row])
+    return total / center.shape[0]
+
+
+def stub_sgns_loss(center, context, negatives):
+    raise NotImplementedError("score u·v for the true context and each negative; use logsigmoid")
+
+
+def sgns_loss_naive_log(center, context, negatives):  # log(sigmoid(x)) underflows to -inf for very negative x
+    positive = (center * context).sum(-1)
+    negative = (negatives * center[:, None]).sum(-1)
+    return (-torch.log(torch.sigmoid(positive)) - torch.log(torch.sigmoid(-negative)).sum(-1)).mean()
+
+
+def sgns_loss_summed_over_batch(center, context, negatives):
+    return sgns_loss_pair_by_pair(center, context, negatives) * center.shape[0]
+
+
+def sgns_loss_negatives_unsigned(center, context, negatives):  # pushes negatives' scores up, not down
+    positive = torch.nn.functional.logsigmoid((center * context).sum(-1))
+    negative = torch.nn.functional.logsigmoid((negatives * center[:, None]).sum(-1)).sum(-1)
+    return -(positive + negative).mean()
+
+
+def calls_lib_sgns_loss(center, context, negatives):
+    from minformers.word2vec import sgns_loss
+
+    return sgns_loss(center, context, negatives)
+
+
+def exposure_by_sorting(true_score, candidate_scores):
+    # Flag -1 sorts the secret after the candidates it ties with, in descending order.
+    ordered = sorted([(score, 0) for score in candidate_scores.tolist()] + [(true_score, -1)], reverse=True)
+    rank = next(place for place, (_, flag) in enumerate(ordered, start=1) if flag == -1)
+    return math.log2(len(ordered) / rank)
+
+
+def exposure_ties_in_favour(true_score, candidate_scores):  # counts only strictly higher candidates
+    rank = 1 + int((candidate_scores > true_score).sum())
+    return math.log2(len(candidate_scores) + 1) - math.log2(rank)
+
+
+def exposure_without_the_secret(true_score, candidate_scores):  # |R| = N, forgetting the secret is in the space
+    rank = 1 + int((candidate_scores >= true_score).sum())
+    return math.log2(len(candidate_scores)) - math.log2(rank)
+
+
+def exposure_in_nats(true_score, candidate_scores):
+    rank = 1 + int((candidate_scores >= true_score).sum())
+    return math.log((len(candidate_scores) + 1) / rank)
+
+
+def stub_exposure(true_score, candidate_scores):
+    raise NotImplementedError("rank = 1 + candidates scoring >= the secret; log2(N + 1) - log2(rank)")
+
+
 CHECKS = {
     "local_global_mask": (checks.check_local_global_mask, loop_local_global_mask, stub_mask),
     "sinusoidal_positions": (checks.check_sinusoidal_positions, loop_sinusoidal_positions, stub_positions),
@@ -503,6 +564,8 @@ CHECKS = {
     "adamw_step": (checks.check_adamw_step, adamw_step_by_loop, stub_adamw_step),
     "chunked_attention": (checks.check_chunked_attention, chunked_attention_by_logsumexp, stub_chunked_attention),
     "peak_stashed_microbatches": (checks.check_peak_stashed_microbatches, stashed_by_counting, stub_stashed),
+    "sgns_loss": (checks.check_sgns_loss, sgns_loss_pair_by_pair, stub_sgns_loss),
+    "exposure": (checks.check_exposure, exposure_by_sorting, stub_exposure),
 }
 
 WRONG = [
@@ -550,6 +613,13 @@ WRONG = [
     (checks.check_peak_stashed_microbatches, stashed_over_all_stages, "case 'GPipe, 2 stages"),
     (checks.check_peak_stashed_microbatches, stashed_in_given_order, "case '1F1B with the events in reverse order'"),
     (checks.check_peak_stashed_microbatches, stashed_counts_forwards, "case '1F1B, 2 stages"),
+    (checks.check_sgns_loss, sgns_loss_naive_log, "case 'large scores"),
+    (checks.check_sgns_loss, sgns_loss_summed_over_batch, "case 'all vectors zero"),
+    (checks.check_sgns_loss, sgns_loss_negatives_unsigned, "case 'one pair, two negatives, by hand'"),
+    (checks.check_sgns_loss, calls_lib_sgns_loss, "calls the library's own solution"),
+    (checks.check_exposure, exposure_ties_in_favour, "case 'a tie counts against the secret'"),
+    (checks.check_exposure, exposure_without_the_secret, "case 'ranked first of 8"),
+    (checks.check_exposure, exposure_in_nats, "case 'ranked first of 8"),
 ]
 
 

@@ -37,11 +37,13 @@ from minformers import (
     long_attention,
     masks,
     measure,
+    memorization,
     objectives,
     optimizers,
     positions,
     scaling,
     similarity,
+    word2vec,
 )
 from minformers.wordpiece import WordPieceTokenizer
 
@@ -531,6 +533,57 @@ def check_compute_optimal(learner: Callable) -> None:
     ]
     run_check("check_compute_optimal", in_log10, _compute_optimal_reference, cases,
               blocked_functions=[scaling.JointLaw.compute_optimal], atol=1e-6)
+
+
+# Pretraining: static word embeddings (word2vec).
+
+
+def check_sgns_loss(learner: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
+    """Exercise: `learner(center, context, negatives)` returns the skip-gram negative-sampling loss, the batch mean
+    of -log σ(u_o·v_c) - Σ_k log σ(-u_k·v_c), for center (B, C), context (B, C), negatives (B, K, C), as
+    word2vec.sgns_loss."""
+    draw = torch.Generator().manual_seed(0)
+    big = torch.full((1, 4), 10.0)  # scores of ±400: log σ must not underflow to -inf
+    cases = [
+        Case("one pair, two negatives, by hand", (torch.tensor([[1.0, 0.0]]), torch.tensor([[2.0, 1.0]]),
+                                                  torch.tensor([[[-1.0, 3.0], [0.5, 0.0]]]))),
+        Case("all vectors zero: (1 + K) log 2", (torch.zeros(3, 4), torch.zeros(3, 4), torch.zeros(3, 5, 4))),
+        Case("one negative per pair", (torch.randn(4, 3, generator=draw), torch.randn(4, 3, generator=draw),
+                                       torch.randn(4, 1, 3, generator=draw))),
+        Case("a batch of 8 pairs with 5 negatives each", (torch.randn(8, 6, generator=draw),
+                                                           torch.randn(8, 6, generator=draw),
+                                                           torch.randn(8, 5, 6, generator=draw))),
+        Case("large scores: a wrong context scored -400, a negative +400", (big, -big, big[:, None, :])),
+    ]
+    run_check("check_sgns_loss", learner, word2vec.sgns_loss, cases, blocked_functions=[word2vec.sgns_loss],
+              atol=1e-4)
+
+
+# Pretraining: memorisation of planted canaries.
+
+
+def check_exposure(learner: Callable[[float, torch.Tensor], float]) -> None:
+    """Exercise: `learner(true_score, candidate_scores)` is the exposure of a secret in bits, log2 |R| - log2 rank,
+    with |R| = N + 1 (the N candidates and the secret) and rank = 1 + the number of candidates scoring at least
+    true_score (ties count against the secret), as memorization.exposure. Compared to 1e-6."""
+
+    def as_tensor(true_score, candidate_scores):
+        return torch.tensor(float(learner(true_score, candidate_scores)), dtype=torch.float64)
+
+    def reference(true_score, candidate_scores):
+        return torch.tensor(memorization.exposure(true_score, candidate_scores), dtype=torch.float64)
+
+    scores = torch.randn(999, generator=torch.Generator().manual_seed(0)) * 4 - 45  # log-likelihoods of 10 digits
+    cases = [
+        Case("ranked first of 8: log2 8 = 3 bits", (-1.0, torch.tensor([-2.0, -3.0, -4.0, -5.0, -6.0, -7.0, -8.0]))),
+        Case("ranked last: 0 bits", (-9.0, torch.tensor([-2.0, -3.0, -4.0]))),
+        Case("rank 3 of 8, candidates unsorted", (-3.5, torch.tensor([-8.0, -1.0, -6.0, -2.0, -7.0, -4.0, -5.0]))),
+        Case("a tie counts against the secret", (-2.0, torch.tensor([-1.0, -2.0, -3.0]))),
+        Case("one candidate, scored above the secret", (-40.0, torch.tensor([-30.0]))),
+        Case("999 random candidates, secret at their mean", (-45.0, scores)),
+        Case("999 random candidates, a memorised secret", (-12.0, scores)),
+    ]
+    run_check("check_exposure", as_tensor, reference, cases, blocked_functions=[memorization.exposure], atol=1e-6)
 
 
 # Efficiency and systems: activation functions and optimizers.
