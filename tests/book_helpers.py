@@ -1,5 +1,6 @@
 """Helpers for tests that build throwaway books or execute pages outside the book."""
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +36,7 @@ def write_book(root: Path, pages: dict[str, str]) -> Path:
     config["sphinx"]["config"].pop("bibtex_reference_style", None)
     config["sphinx"]["local_extensions"] = {"book_report": str(ROOT / "tools")}
     (root / "_config.yml").write_text(yaml.safe_dump(config))
+    shutil.copytree(ROOT / "book" / "_static", root / "book" / "_static")  # the config's stylesheet and favicon
     names = list(pages)
     toc = {"format": "jb-book", "root": names[0]}
     if names[1:]:

@@ -7,6 +7,7 @@ not just the driver's arithmetic.
 import json
 
 import pytest
+import yaml
 
 from book_helpers import build, page, write_book
 
@@ -46,3 +47,28 @@ def test_a_budget_above_the_course_limit_is_refused(tmp_path):
     result = build(tmp_path)
     assert result.returncode != 0
     assert "execution_timeout=900 must be in (0, 300] s" in result.stderr
+
+
+@pytest.mark.parametrize("repository", ["", "https://github.com/example-org/course"])
+def test_launch_buttons_follow_the_repository_url(tmp_path, repository):
+    """One setting, `repository.url`, turns the launch buttons on; empty, they are absent. Both builds pass."""
+    write_book(tmp_path, {"index": page("print(6 * 7)")})
+    config = yaml.safe_load((tmp_path / "_config.yml").read_text())
+    assert config["repository"]["url"] == "", "the course ships with no repository URL, so no launch buttons"
+    config["repository"]["url"] = repository
+    config["launch_buttons"]["jupyterhub_url"] = "https://hub.example.edu"  # an institution's hub, for the test
+    (tmp_path / "_config.yml").write_text(yaml.safe_dump(config))
+    result = build(tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    html = (tmp_path / "_build" / "html" / "index.html").read_text()
+    assert "_sources/index.ipynb" in html  # the executed notebook is offered either way
+    links = [
+        "https://mybinder.org/v2/gh/example-org/course/main?urlpath=lab/tree/index.md",
+        "https://colab.research.google.com/github/example-org/course/blob/main/index.md",
+        "https://hub.example.edu/hub/user-redirect/git-pull?repo=https%3A//github.com/example-org/course",
+    ]
+    if repository:
+        for link in links:
+            assert link in html, link
+    else:
+        assert "launch-buttons" not in html and "mybinder" not in html and "colab" not in html

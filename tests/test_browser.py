@@ -1,0 +1,354 @@
+"""The built site as readers use it: every page opened in headless Chromium, served from localhost.
+
+Chromium and its driver are Debian's (`apt-get install chromium chromium-driver`, which .ci/run does); nothing is
+downloaded. The site is `_build/html` unless MINFORMERS_SITE names another built site (a small book built with
+`tools/build_book.py DIR` while developing: MINFORMERS_SITE=DIR/_build/html). Every page is visited once
+(`visits`), and each test below reads what that visit recorded, so the suite takes about two seconds a page.
+Screenshots for review, in light and dark mode, go to `screenshots/` beside the site (`_build/screenshots/`).
+"""
+
+import functools
+import http.server
+import json
+import os
+import shutil
+import tempfile
+import threading
+import urllib.request
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SITE = Path(os.environ.get("MINFORMERS_SITE", ROOT / "_build" / "html")).resolve()
+SCREENSHOTS = SITE.parent / "screenshots"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--no-first-run", "--disable-dev-shm-usage", "--window-size=1280,1000",
+]
+SKIPPED_FOLDERS = {"_static", "_sources", "_images", "_sphinx_design_static"}
+
+pytestmark = pytest.mark.book
+
+
+def site_pages() -> list[str]:
+    """Every HTML page of the site, as a path relative to its root; index.html only redirects to the first page."""
+    pages = [path.relative_to(SITE).as_posix() for path in sorted(SITE.rglob("*.html"))
+             if not SKIPPED_FOLDERS & set(path.relative_to(SITE).parts)]
+    return [page for page in pages if page != "index.html"]
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def base_url():
+    """The site served on a free localhost port, for the whole module."""
+    if not (SITE / "index.html").exists():
+        pytest.fail(f"no built site at {SITE}: run `make book` first (or set MINFORMERS_SITE)")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(SITE)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not shutil.which(path)]
+    if missing:
+        pytest.fail(f"{' and '.join(missing)} not found: the browser tests need Debian's Chromium, installed with "
+                    "`apt-get install -y chromium chromium-driver` (.ci/run does this)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.TemporaryDirectory(prefix="minformers-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in [*CHROMIUM_FLAGS, f"--user-data-dir={profile.name}"]:
+        options.add_argument(flag)
+    # "browser": the console (errors, failed loads); "performance": every network request the page makes.
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    driver.set_page_load_timeout(60)
+    driver.set_script_timeout(60)
+    yield driver
+    driver.quit()
+    profile.cleanup()
+
+
+# Runs in the page once it has loaded: waits for MathJax's first typesetting and for every image, then reports.
+PAGE_REPORT = """
+const done = arguments[arguments.length - 1];
+const mathjax = window.MathJax && window.MathJax.startup && window.MathJax.startup.promise;
+const images = Array.from(document.images).filter(image => !image.complete)
+  .map(image => new Promise(resolve => { image.onload = image.onerror = resolve; }));
+Promise.all([mathjax || Promise.resolve(), ...images, document.fonts.ready]).then(() => {
+  const article = document.querySelector("article.bd-article") || document.body;
+  const text = article.cloneNode(true);
+  text.querySelectorAll("pre, code, script, style, mjx-container, .highlight, textarea").forEach(n => n.remove());
+  done({
+    url: location.href,
+    theme: document.documentElement.dataset.theme || "",
+    images: Array.from(document.images).map(image => ({
+      src: image.getAttribute("src"),
+      loaded: image.complete && image.naturalWidth > 0,
+      alt: image.getAttribute("alt"),
+      caption: !!(image.closest("figure") && image.closest("figure").querySelector("figcaption")),
+    })),
+    headings: Array.from(article.querySelectorAll("h1, h2, h3, h4, h5, h6"))
+      .map(h => [Number(h.tagName[1]), h.textContent.replace(/[#¶]/g, "").trim()]),
+    math: document.querySelectorAll(".math").length,
+    typeset: document.querySelectorAll(".math mjx-container").length,
+    math_errors: Array.from(document.querySelectorAll("mjx-merror")).map(e => e.getAttribute("data-mjx-error")),
+    raw_tex: ["\\\\(", "\\\\[", "$$"].filter(mark => text.textContent.includes(mark)),
+    code_cells: document.querySelectorAll(".cell .cell_input").length,
+    copy_buttons: document.querySelectorAll(".cell .cell_input button.copybtn").length,
+    links: Array.from(document.querySelectorAll("a[href]")).map(a => a.href),
+    notebook: Array.from(document.querySelectorAll("a[href$='.ipynb']")).map(a => a.href),
+    solutions: document.querySelectorAll(".solution.dropdown").length,
+  });
+});
+"""
+
+
+@dataclass
+class Visit:
+    page: str
+    report: dict
+    console: list = field(default_factory=list)  # console messages at error level, failed loads included
+    requests: list = field(default_factory=list)  # every URL the page asked for
+
+
+def drain_logs(driver) -> tuple[list, list]:
+    errors = [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+    requests = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            requests.append(message["params"]["request"]["url"])
+    return errors, requests
+
+
+@pytest.fixture(scope="module")
+def visits(browser, base_url) -> dict[str, Visit]:
+    """Each page opened once in a fresh browser profile; what it logged and requested, and what it shows."""
+    pages = site_pages()
+    assert pages, f"no pages in {SITE}"
+    drain_logs(browser)
+    result = {}
+    for page in pages:
+        browser.get(base_url + page)
+        report = browser.execute_async_script(PAGE_REPORT)
+        console, requests = drain_logs(browser)
+        result[page] = Visit(page, report, console, requests)
+    return result
+
+
+def failures(visits, check) -> list[str]:
+    """`check(visit)` returns a list of problems; the result names the page of each."""
+    return [f"{visit.page}: {problem}" for visit in visits.values() for problem in check(visit)]
+
+
+def test_every_page_loads_without_console_errors(visits):
+    assert not failures(visits, lambda visit: visit.console)
+
+
+def test_the_site_loads_nothing_from_outside(visits):
+    """Scripts, styles, fonts and MathJax all come from the site itself: the reader may be offline."""
+    def outside(visit):
+        return [url for url in visit.requests
+                if urlsplit(url).scheme in ("http", "https", "ws", "wss") and urlsplit(url).hostname != "127.0.0.1"]
+    assert not failures(visits, outside)
+
+
+def test_every_image_has_loaded(visits):
+    assert not failures(visits, lambda visit: [image["src"] for image in visit.report["images"] if not image["loaded"]])
+
+
+def test_math_is_typeset_with_no_raw_tex_left(visits):
+    def problems(visit):
+        report = visit.report
+        found = []
+        if report["typeset"] < report["math"]:
+            found.append(f"{report['math'] - report['typeset']} of {report['math']} formulas not typeset by MathJax")
+        found += [f"MathJax error: {error}" for error in report["math_errors"]]
+        found += [f"raw TeX {mark!r} left in the text" for mark in report["raw_tex"]]
+        return found
+    assert not failures(visits, problems)
+    assert sum(visit.report["typeset"] for visit in visits.values()) > 0, "no page has any math: nothing was checked"
+
+
+def test_every_figure_has_alt_text_or_a_caption(visits):
+    def unnamed(visit):
+        found = []
+        for image in visit.report["images"]:
+            alt = (image["alt"] or "").strip()
+            file_name = Path(urlsplit(image["src"]).path).name
+            if image["caption"] or (alt and file_name not in alt):
+                continue
+            found.append(f"{image['src']} has no alt text or caption (alt={image['alt']!r})")
+        return found
+    assert not failures(visits, unnamed)
+
+
+def test_headings_are_in_order(visits):
+    """One h1 per page, first; no level skipped on the way down (h2 -> h4)."""
+    def out_of_order(visit):
+        headings = visit.report["headings"]
+        if not headings:
+            return ["no headings"]
+        found = []
+        if headings[0][0] != 1 or sum(level == 1 for level, _ in headings) != 1:
+            found.append(f"needs exactly one h1, first: {headings[:3]}")
+        for (previous, _), (level, title) in zip(headings, headings[1:], strict=False):
+            if level > previous + 1:
+                found.append(f"h{previous} is followed by h{level} ({title!r})")
+        return found
+    assert not failures(visits, out_of_order)
+
+
+def test_code_cells_have_a_copy_button(visits):
+    def missing(visit):
+        report = visit.report
+        lacking = report["code_cells"] - report["copy_buttons"]
+        return [f"{lacking} of {report['code_cells']} code cells have no copy button"] if lacking else []
+    assert not failures(visits, missing)
+    assert sum(visit.report["code_cells"] for visit in visits.values()) > 0
+
+
+class _Anchors(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.ids = set()
+
+    def handle_starttag(self, tag, attrs):
+        for name, value in attrs:
+            if name in ("id", "name") and value:
+                self.ids.add(value)
+
+
+@functools.cache
+def anchors(path: Path) -> frozenset:
+    parser = _Anchors()
+    parser.feed(path.read_text(encoding="utf-8", errors="replace"))
+    return frozenset(parser.ids)
+
+
+def test_every_internal_link_and_anchor_resolves(visits, base_url):
+    broken = set()
+    for visit in visits.values():
+        for link in visit.report["links"]:
+            if not link.startswith(base_url):
+                continue  # another site (a paper's DOI, a mailto): not checked offline
+            parts = urlsplit(link)
+            path = SITE / unquote(parts.path).lstrip("/")
+            if path.is_dir():
+                path = path / "index.html"
+            if not path.is_file():
+                broken.add(f"{visit.page}: {link} (no such file)")
+            elif parts.fragment and path.suffix == ".html" and unquote(parts.fragment) not in anchors(path):
+                broken.add(f"{visit.page}: {link} (no such anchor)")
+    assert not sorted(broken)
+
+
+def test_each_notebook_page_offers_its_executed_notebook(visits):
+    """A page with code cells links its .ipynb, and that file is a valid notebook with the outputs of this build."""
+    problems = []
+    for visit in visits.values():
+        if not visit.report["code_cells"]:
+            continue
+        links = sorted(set(visit.report["notebook"]))
+        if not links:
+            problems.append(f"{visit.page}: no .ipynb download link")
+            continue
+        for link in links:
+            with urllib.request.urlopen(link, timeout=30) as response:
+                notebook = nbformat.reads(response.read().decode("utf-8"), as_version=4)
+            nbformat.validate(notebook)
+            outputs = [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs]
+            if not outputs:
+                problems.append(f"{visit.page}: {link} has no outputs: it was not executed")
+            problems += [f"{visit.page}: {link} holds an error" for output in outputs if output.output_type == "error"]
+    assert not problems
+
+
+def test_solutions_are_hidden_until_their_toggle_is_clicked(browser, base_url, visits):
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.expected_conditions import visibility_of
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    pages = [visit.page for visit in visits.values() if visit.report["solutions"]]
+    if not pages:
+        pytest.skip("no page of this site has a solution")
+    problems = []
+    for page in pages:
+        browser.get(base_url + page)
+        for number, solution in enumerate(browser.find_elements(By.CSS_SELECTOR, ".solution.dropdown"), start=1):
+            body = solution.find_elements(By.CSS_SELECTOR, ":scope > section, :scope > :not(.admonition-title)")
+            if not body:
+                problems.append(f"{page}: solution {number} has no content")
+                continue
+            if any(part.is_displayed() for part in body):
+                problems.append(f"{page}: solution {number} is visible before its toggle is clicked")
+            button = solution.find_element(By.CSS_SELECTOR, "button.toggle-button")  # the title also holds a link
+            browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
+            button.click()
+            try:
+                WebDriverWait(browser, 5).until(visibility_of(body[0]))  # the theme animates the opening
+            except TimeoutException:
+                problems.append(f"{page}: solution {number} is still hidden after its toggle was clicked")
+    assert not problems
+
+
+def test_search_finds_attention(browser, base_url):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(base_url + "search.html?q=attention")
+    results = WebDriverWait(browser, 30).until(
+        lambda driver: driver.find_elements(By.CSS_SELECTOR, "#search-results ul.search li a"))
+    assert results, "searching for 'attention' returned nothing"
+    for result in results:
+        assert result.get_attribute("href").startswith(base_url)
+
+
+def test_screenshots_in_light_and_dark_mode(browser, base_url, visits):
+    """The introduction and a chapter with figures, as a reader sees them, saved for review; dark mode follows
+    the reader's system setting."""
+    chapters = [visit.page for visit in visits.values() if visit.page.startswith("book/") and any(
+        image["src"].startswith("../_images/") and not image["src"].endswith(".svg")
+        for image in visit.report["images"])]
+    preferred = [page for page in chapters if page.endswith("/attention.html")]
+    chapter = (preferred or chapters or [None])[0]
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for scheme in ("light", "dark"):
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                                {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
+        for name, page in (("intro", "book/intro.html"), ("chapter", chapter)):
+            if page is None or page not in visits:
+                continue
+            browser.get(base_url + page)
+            report = browser.execute_async_script(PAGE_REPORT)
+            assert report["theme"] == scheme, f"{page} shows the {report['theme']!r} theme in {scheme} mode"
+            # The chapter at its first figure; the introduction at its chapter map, if it has one.
+            figure = browser.execute_script(
+                "const image = document.querySelector('.cell_output img, img[src*=\"chapter_map\"]');"
+                "if (image) image.scrollIntoView({block: 'center'});"
+                "return image && getComputedStyle(image).backgroundColor;")
+            if scheme == "dark" and name == "chapter":
+                # Figures are drawn to read on both themes (lib/minformers/plotting.py): no light panel behind them.
+                assert figure == "rgba(0, 0, 0, 0)", f"{page}: figures sit on {figure} in dark mode"
+            browser.save_screenshot(str(SCREENSHOTS / f"{name}-{scheme}.png"))
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+    assert (SCREENSHOTS / "intro-light.png").exists()

@@ -1,0 +1,25 @@
+"""The chapter map on the introduction (book/_static/chapter_map.svg, drawn by hand) stays in step with _toc.yml."""
+
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+SVG = "{http://www.w3.org/2000/svg}"
+NOT_MAPPED = {"For instructors and contributors"}  # guides for teachers and authors, not chapters to read in order
+
+
+def test_the_chapter_map_shows_every_part_with_its_number_of_chapters():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    expected = {part["caption"]: len(part["chapters"]) for part in toc["parts"] if part["caption"] not in NOT_MAPPED}
+    drawing = ElementTree.parse(ROOT / "book" / "_static" / "chapter_map.svg").getroot()
+    drawn = {group.get("data-part"): len(group.findall(f"{SVG}text[@class='chapter']"))
+             for group in drawing.iter(f"{SVG}g") if group.get("data-part")}
+    assert drawn == expected, "update book/_static/chapter_map.svg, and its alt text in book/intro.md, for _toc.yml"
+
+
+def test_the_chapter_map_has_a_title_and_a_description_for_screen_readers():
+    drawing = ElementTree.parse(ROOT / "book" / "_static" / "chapter_map.svg").getroot()
+    assert drawing.find(f"{SVG}title").text and drawing.find(f"{SVG}desc").text
+    assert ":alt: Chapter map." in (ROOT / "book" / "intro.md").read_text()
