@@ -43,7 +43,9 @@ def test_extrapolated_exposure_follows_the_normal_tail():
     assert extrapolated_exposure(mean, scores) == pytest.approx(1.0)
     assert extrapolated_exposure(mean + 1.6448536 * std, scores) == pytest.approx(-math.log2(0.05), abs=1e-4)
     assert extrapolated_exposure(mean + 50 * std, scores) == pytest.approx(math.log2(1e10))  # capped at the space
-    # Sampled and extrapolated agree where the sample resolves the rank.
+    # Sampled and extrapolated agree where the sample resolves the rank. At mean + 2 std about 455 of the 20,000
+    # samples lie above: a count with a standard deviation of about 21 (4.7%), i.e. about 0.07 bits of sampling
+    # noise in the sampled exposure, hence 0.1 bits.
     assert extrapolated_exposure(mean + 2 * std, scores) == pytest.approx(exposure(mean + 2 * std, scores), abs=0.1)
 
 
