@@ -6,6 +6,8 @@ not just the driver's arithmetic.
 
 import json
 
+import nbformat
+
 import pytest
 import yaml
 
@@ -64,11 +66,18 @@ def test_launch_buttons_follow_the_repository_url(tmp_path, repository):
     assert "_sources/index.ipynb" in html  # the executed notebook is offered either way
     links = [
         "https://mybinder.org/v2/gh/example-org/course/main?urlpath=lab/tree/index.md",
-        "https://colab.research.google.com/github/example-org/course/blob/main/index.md",
+        # Colab opens .ipynb only: the page's executed notebook, on the branch the site is published to
+        "https://colab.research.google.com/github/example-org/course/blob/gh-pages/_sources/index.ipynb",
         "https://hub.example.edu/hub/user-redirect/git-pull?repo=https%3A//github.com/example-org/course",
     ]
+    notebook = nbformat.read(tmp_path / "_build" / "html" / "_sources" / "index.ipynb", as_version=4)
+    nbformat.validate(notebook)
     if repository:
         for link in links:
             assert link in html, link
+        install, executed = notebook.cells[0], notebook.cells[1]
+        assert '"clone"' in install.source and repository + ".git" in install.source  # run: tests/test_launch.py
+        assert executed.outputs and "42" in executed.outputs[0]["text"]
     else:
+        assert "clone" not in notebook.cells[0].source  # no install cell: the notebook is the page's own
         assert "launch-buttons" not in html and "mybinder" not in html and "colab" not in html

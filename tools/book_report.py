@@ -14,6 +14,9 @@ It also:
   `mystnb: {image: {alt: "..."}}` in its metadata: an alt text set there is kept;
 - removes the launch buttons (Binder, Colab, JupyterHub) when `repository.url` in _config.yml is empty, so
   that one setting turns them on and off (`launch_buttons_need_a_repository`);
+- points the Colab button at the page's executed notebook on the published site's branch, since Colab opens only
+  .ipynb files and the chapters are MyST .md, and gives that notebook a first cell that installs the course library
+  where it is missing (`colab_opens_the_published_notebook`);
 - drops repeated inline scripts, whose second copy would be a JavaScript error (`drop_repeated_scripts`).
 """
 
@@ -78,6 +81,49 @@ def launch_buttons_need_a_repository(app, config):
     buttons = options.get("launch_buttons") or {}
     if buttons.get("colab_url") and "github.com/" not in url:
         options["launch_buttons"] = {**buttons, "colab_url": ""}
+
+
+INSTALL_CELL = """\
+# Outside the course's own environment (Colab, a fresh Jupyter) this installs the course library first.
+import importlib.util
+import subprocess
+import sys
+
+if importlib.util.find_spec("minformers") is None:
+    subprocess.run(["git", "clone", "--quiet", "--depth", "1", "--branch", {branch!r}, {url!r}, "course"], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "-r", "course/requirements-notebook.txt",
+                    "-e", "course"], check=True)
+    sys.path.insert(0, "course/lib")  # an editable install is importable only after a restart; this saves it
+"""
+
+
+def _buttons(items: list):
+    """Every button in sphinx-book-theme's header buttons, groups opened."""
+    for item in items:
+        yield item
+        yield from _buttons(item.get("buttons", []))
+
+
+def colab_opens_the_published_notebook(app, pagename, templatename, context, doctree):
+    """Colab opens only .ipynb files from GitHub, and the chapters are MyST .md. The executed notebook of every page
+    is part of the built site (_sources/<page>.ipynb), so once the site is published to the `site_branch` branch
+    (see the README), the Colab button opens that notebook. Its first cell installs the course library where it is
+    missing. Runs after sphinx-book-theme (501), which builds the button and copies the notebook."""
+    url = (app.config.html_theme_options.get("repository_url") or "").strip().rstrip("/")
+    colab = [button for button in _buttons(context.get("header_buttons", [])) if button.get("text") == "Colab"]
+    notebook = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
+    if not url or not colab or not notebook.exists():
+        return
+    org, repo = url.split("github.com/")[1].split("/")[:2]
+    for button in colab:
+        button["url"] = (f"{app.config.html_theme_options['launch_buttons']['colab_url'].rstrip('/')}/github/"
+                         f"{org}/{repo}/blob/{app.config.site_branch}/_sources/{pagename}.ipynb")
+    branch = app.config.html_theme_options.get("repository_branch") or "main"
+    executed = json.loads(notebook.read_text())
+    install = {"id": "install-the-course", "cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+               "source": INSTALL_CELL.format(branch=branch, url=url + ".git")}
+    executed["cells"].insert(0, install)
+    notebook.write_text(json.dumps(executed, indent=1) + "\n")
 
 
 def drop_repeated_scripts(app, pagename, templatename, context, doctree):
@@ -166,9 +212,11 @@ def describe_cell_figures(app, doctree, docname):
 
 
 def setup(app):
+    app.add_config_value("site_branch", "gh-pages", "html")  # where the built site is published (Colab reads it)
     app.connect("config-inited", launch_buttons_need_a_repository)
     # Priority 500 runs before sphinx-book-theme builds its header buttons (501).
     app.connect("html-page-context", offer_notebook_download, priority=500)
+    app.connect("html-page-context", colab_opens_the_published_notebook, priority=502)
     app.connect("html-page-context", drop_repeated_scripts, priority=999)
     app.connect("doctree-resolved", describe_cell_figures)
     app.connect("build-finished", write_timings)
