@@ -75,7 +75,8 @@ def test_launch_buttons_follow_the_repository_url(tmp_path, repository):
     if repository:
         for link in links:
             assert link in html, link
-        install, executed = notebook.cells[0], notebook.cells[1]
+        install = notebook.cells[0]
+        executed = next(cell for cell in notebook.cells[1:] if cell.cell_type == "code")
         assert '"clone"' in install.source and repository + ".git" in install.source  # run: tests/test_launch.py
         assert executed.outputs and "42" in executed.outputs[0]["text"]
     else:
