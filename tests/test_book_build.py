@@ -5,6 +5,7 @@ not just the driver's arithmetic.
 """
 
 import json
+import re
 
 import nbformat
 
@@ -82,3 +83,31 @@ def test_launch_buttons_follow_the_repository_url(tmp_path, repository):
     else:
         assert "clone" not in notebook.cells[0].source  # no install cell: the notebook is the page's own
         assert "launch-buttons" not in html and "mybinder" not in html and "colab" not in html
+
+
+def test_every_exercise_and_solution_has_its_own_id(tmp_path):
+    """sphinx-exercise gives every exercise's (and solution's) content one shared id; tools/book_report.py numbers
+    them."""
+    exercises = "".join(f"""
+```{{exercise}} Exercise {n}
+:label: ex-{n}
+Print {n}.
+```
+
+```{{solution-start}} ex-{n}
+:class: dropdown
+```
+
+```{{code-cell}} ipython3
+print({n})
+```
+
+```{{solution-end}}
+```
+""" for n in (1, 2))
+    write_book(tmp_path, {"index": page("print(0)") + exercises})
+    result = build(tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    ids = re.findall(r'\bid="([^"]+)"', (tmp_path / "_build" / "html" / "index.html").read_text())
+    assert {"exercise-content-1", "exercise-content-2", "solution-content-1", "solution-content-2"} <= set(ids)
+    assert len(ids) == len(set(ids)), sorted(name for name in set(ids) if ids.count(name) > 1)

@@ -116,6 +116,8 @@ Promise.all([mathjax || Promise.resolve(), ...images, document.fonts.ready]).the
     links: Array.from(document.querySelectorAll("a[href]")).map(a => a.href),
     notebook: Array.from(document.querySelectorAll("a[href$='.ipynb']")).map(a => a.href),
     solutions: document.querySelectorAll(".solution.dropdown").length,
+    repeated_ids: Object.entries(Array.from(document.querySelectorAll("[id]")).reduce(
+      (seen, node) => ({...seen, [node.id]: (seen[node.id] || 0) + 1}), {})).filter(([, n]) => n > 1).map(([id]) => id),
   });
 });
 """
@@ -224,6 +226,12 @@ def test_code_cells_have_a_copy_button(visits):
         return [f"{lacking} of {report['code_cells']} code cells have no copy button"] if lacking else []
     assert not failures(visits, missing)
     assert sum(visit.report["code_cells"] for visit in visits.values()) > 0
+
+
+def test_no_page_repeats_an_id(visits):
+    """A repeated id is invalid HTML, and a link or a screen reader reaches only its first element."""
+    assert not failures(visits, lambda visit: [f"repeated id {name!r}" for name in visit.report["repeated_ids"]])
+    assert sum(visit.report["solutions"] for visit in visits.values()) > 1  # pages with several solutions were seen
 
 
 class _Anchors(HTMLParser):

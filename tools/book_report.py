@@ -17,7 +17,9 @@ It also:
 - points the Colab button at the page's executed notebook on the published site's branch, since Colab opens only
   .ipynb files and the chapters are MyST .md, and gives that notebook a first cell that installs the course library
   where it is missing (`colab_opens_the_published_notebook`);
-- drops repeated inline scripts, whose second copy would be a JavaScript error (`drop_repeated_scripts`).
+- drops repeated inline scripts, whose second copy would be a JavaScript error (`drop_repeated_scripts`);
+- numbers the exercises' and solutions' content sections, which sphinx-exercise gives one shared id
+  (`unique_exercise_ids`).
 """
 
 import ast
@@ -211,6 +213,17 @@ def describe_cell_figures(app, doctree, docname):
         image["alt"] = f"Figure drawn by the code cell above{where}"
 
 
+def unique_exercise_ids(app, doctree, docname):
+    """sphinx-exercise gives the content of every exercise the id "exercise-content" and of every solution
+    "solution-content"; a page with several of them then repeats an id, which HTML forbids and which leaves links
+    and assistive technology to the first one only. Number them, keeping the old id as a class for styling."""
+    for shared in ("exercise-content", "solution-content"):
+        sections = [node for node in doctree.findall(nodes.section) if node["ids"] == [shared]]
+        for number, section in enumerate(sections, start=1):
+            section["ids"] = [f"{shared}-{number}"]
+            section["classes"].append(shared)
+
+
 def setup(app):
     app.add_config_value("site_branch", "gh-pages", "html")  # where the built site is published (Colab reads it)
     app.connect("config-inited", launch_buttons_need_a_repository)
@@ -219,5 +232,6 @@ def setup(app):
     app.connect("html-page-context", colab_opens_the_published_notebook, priority=502)
     app.connect("html-page-context", drop_repeated_scripts, priority=999)
     app.connect("doctree-resolved", describe_cell_figures)
+    app.connect("doctree-resolved", unique_exercise_ids)
     app.connect("build-finished", write_timings)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
