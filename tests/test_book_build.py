@@ -8,7 +8,6 @@ import json
 import re
 
 import nbformat
-
 import pytest
 import yaml
 

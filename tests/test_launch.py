@@ -12,7 +12,8 @@ import jupytext
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-HOST_PROVIDED = {"torch", "numpy", "matplotlib", "IPython", "cycler"}  # a notebook host has these (cycler: matplotlib's)
+# A notebook host (Colab) has these already; cycler comes with matplotlib.
+HOST_PROVIDED = {"torch", "numpy", "matplotlib", "IPython", "cycler"}
 
 
 def pins(path: Path) -> dict[str, str]:
