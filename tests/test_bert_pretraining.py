@@ -4,8 +4,17 @@ run that resumes from its checkpoint."""
 import pytest
 import torch
 
-from minformers.bert import IGNORE_INDEX
-from minformers.bert_pretraining import SPECIALS, PretrainingRun, news_corpus, pretrain_tiny_bert, pretraining_batch
+from minformers.bert import IGNORE_INDEX, BertConfig, BertForPreTraining
+from minformers.bert_pretraining import (
+    SPECIALS,
+    PretrainingRun,
+    masking_shares,
+    news_corpus,
+    prediction_scores,
+    pretrain_tiny_bert,
+    pretraining_batch,
+    pretraining_losses,
+)
 from minformers.objectives import SentencePair, split_sentences
 from minformers.train import TrainConfig
 from minformers.wordpiece import WordPieceTokenizer
@@ -151,3 +160,82 @@ def test_byte_level_corpus_spells_every_article_exactly():
     assert int(batch.input_ids.max()) < 400 and (batch.mlm_labels != IGNORE_INDEX).any()
     with pytest.raises(ValueError, match="tokenizer"):
         news_corpus(tokenizer="sentencepiece")
+
+
+def test_default_masking_is_bert_s_and_a_run_s_settings_reach_its_batches(corpus):
+    default = PretrainingRun.roberta().batches(corpus)(3)
+    examples = PretrainingRun.roberta().examples(corpus, "train")
+    generator = torch.Generator().manual_seed(3)
+    chosen = torch.randint(len(examples), (16,), generator=generator)
+    expected = pretraining_batch(corpus.tokenizer, [examples[i] for i in chosen.tolist()], generator)
+    assert torch.equal(default.input_ids, expected.input_ids) and torch.equal(default.mlm_labels, expected.mlm_labels)
+
+    mask_id = corpus.tokenizer.special_ids["mask"]
+    for split in ((1.0, 0.0, 0.0), (0.8, 0.2, 0.0)):
+        batch = PretrainingRun.roberta(mask_rate=0.4, mask_split=split, batch_size=64).batches(corpus)(0)
+        predicted = batch.mlm_labels != IGNORE_INDEX
+        ordinary = (batch.attention_mask == 1).sum() - 2 * len(batch.input_ids)  # all but [CLS] and [SEP]
+        assert 0.35 < predicted.sum() / ordinary < 0.45  # 40% of about 2,000 tokens
+        shown_true = (batch.input_ids == batch.mlm_labels) & predicted
+        if split[0] == 1.0:
+            assert bool((batch.input_ids[predicted] == mask_id).all())
+        else:  # nothing is kept: the true token shows only where a random draw hit it (1 in 2,995)
+            assert shown_true.sum() <= 2 and 0.1 < (batch.input_ids[predicted] != mask_id).float().mean() < 0.3
+
+
+@pytest.mark.parametrize("changes, error, message", [
+    ({"mask_rate": 0.0}, ValueError, "mask_rate must be in"),
+    ({"mask_rate": 1.5}, ValueError, "mask_rate must be in"),
+    ({"mask_split": (0.8, 0.1)}, ValueError, "three shares"),
+    ({"mask_split": (0.8, 0.3, -0.1)}, ValueError, "three shares"),
+    ({"mask_split": (0.8, 0.1, 0.2)}, ValueError, "summing to 1"),
+    ({"mask_split": 0.8}, TypeError, "mask_split must be a tuple"),
+])
+def test_run_refuses_impossible_masking(changes, error, message):
+    with pytest.raises(error, match=message):
+        PretrainingRun(**changes)
+
+
+def test_masking_shares_match_the_masks_drawn():
+    """Three ordinary ids, so a random draw hits the original one time in three: the formula must count it."""
+    tokenizer = WordPieceTokenizer([*SPECIALS, "a", "b", "c"])
+    pair = SentencePair([2, *([5, 6, 7] * 10), 3], [0] * 32, is_next=1)
+    for rate, split in ((0.15, (0.8, 0.1, 0.1)), (0.4, (0.5, 0.5, 0.0)), (0.3, (0.0, 0.0, 1.0))):
+        batch = pretraining_batch(tokenizer, [pair] * 2000, torch.Generator().manual_seed(0), rate, split)
+        predicted = batch.mlm_labels != IGNORE_INDEX
+        shown = {"predicted": predicted, "shown [MASK]": predicted & (batch.input_ids == 4),
+                 "shown the true token": predicted & (batch.input_ids == batch.mlm_labels)}
+        shown["shown a wrong token"] = predicted & ~shown["shown [MASK]"] & ~shown["shown the true token"]
+        expected = masking_shares(rate, split, n_ordinary=3)
+        assert abs(sum(expected.values()) - 2 * rate) < 1e-12  # the three ways to be shown cover the predicted
+        for role, where in shown.items():
+            share = where.sum().item() / 60_000  # 2,000 rows of 30 ordinary tokens
+            assert abs(share - expected[role]) < 4 * (expected[role] * (1 - expected[role]) / 60_000) ** 0.5 + 1e-9
+    with pytest.raises(ValueError, match="n_ordinary"):
+        masking_shares(0.15, (0.8, 0.1, 0.1), n_ordinary=0)
+
+
+def test_prediction_scores_agree_with_the_training_loss_and_a_plain_forward(corpus):
+    tokenizer = corpus.tokenizer
+    batch = pretraining_batch(tokenizer, PretrainingRun.roberta().examples(corpus, "validation")[:64],
+                              torch.Generator().manual_seed(0), mask_rate=0.3)
+    torch.manual_seed(0)
+    model = BertForPreTraining(BertConfig.tiny(vocab_size=tokenizer.vocab_size, n_layers=1)).eval()
+    scores = prediction_scores(model, batch, tokenizer)
+    with torch.no_grad():
+        training = pretraining_losses(model, batch, nsp=False)
+        original = torch.where(batch.mlm_labels != IGNORE_INDEX, batch.mlm_labels, batch.input_ids)
+        logits = model(original, batch.segment_ids, batch.attention_mask).mlm_logits  # (B, T, V)
+    assert abs(scores["all predicted"]["loss"] - training["mlm_loss"].item()) < 1e-5
+    assert abs(scores["all predicted"]["accuracy"] - training["mlm_accuracy"].item()) < 1e-6
+    seen = ("[MASK]", "a wrong token", "the true token")
+    assert sum(scores[kind]["count"] for kind in seen) == scores["all predicted"]["count"]
+    weighted = sum(scores[kind]["loss"] * scores[kind]["count"] for kind in seen) / scores["all predicted"]["count"]
+    assert abs(weighted - scores["all predicted"]["loss"]) < 1e-4
+    predicted = batch.mlm_labels != IGNORE_INDEX
+    plain = torch.nn.functional.cross_entropy(logits[predicted], original[predicted]).item()
+    assert scores["unmasked"]["count"] == int(predicted.sum()) and abs(scores["unmasked"]["loss"] - plain) < 1e-4
+    nothing_random = pretraining_batch(tokenizer, PretrainingRun.roberta().examples(corpus, "validation")[:8],
+                                       torch.Generator().manual_seed(0), mask_split=(1.0, 0.0, 0.0))
+    empty = prediction_scores(model, nothing_random, tokenizer)["a wrong token"]
+    assert empty["count"] == 0 and empty["loss"] != empty["loss"]  # NaN

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 
 import torch
+import torch.nn.functional as F
 
 from minformers import data
 from minformers.bert import IGNORE_INDEX, BertConfig, BertForPreTraining
@@ -164,17 +165,79 @@ class PretrainingBatch:
 
 
 def pretraining_batch(
-    tokenizer: WordPieceTokenizer, pairs: list[SentencePair], generator: torch.Generator
+    tokenizer: WordPieceTokenizer, pairs: list[SentencePair], generator: torch.Generator, mask_rate: float = 0.15,
+    mask_split: tuple[float, float, float] = (0.8, 0.1, 0.1),
 ) -> PretrainingBatch:
-    """Pad the pairs and mask them afresh: a pair drawn twice gets two different masks (dynamic masking)."""
+    """Pad the pairs and mask them afresh: a pair drawn twice gets two different masks (dynamic masking). Each
+    ordinary token is chosen with probability ``mask_rate``, and a chosen one becomes [MASK], a random token or
+    stays itself in the shares ``mask_split`` (``objectives.mask_tokens``' p and split)."""
     pad_id = tokenizer.special_ids["pad"]
     input_ids, attention_mask = pad([pair.input_ids for pair in pairs], pad_id)
     segment_ids, _ = pad([pair.segment_ids for pair in pairs], 0, input_ids.shape[1])
     nsp_labels = torch.tensor([0 if pair.is_next else 1 for pair in pairs])
     special_ids = list(tokenizer.special_ids.values())  # [PAD] [UNK] [CLS] [SEP] [MASK]: never chosen for MLM
     masked, mlm_labels = mask_tokens(input_ids, tokenizer.vocab_size, tokenizer.special_ids["mask"], special_ids,
-                                     generator=generator)
+                                     p=mask_rate, split=mask_split, generator=generator)
     return PretrainingBatch(masked, segment_ids, attention_mask, mlm_labels, nsp_labels)
+
+
+def masking_shares(mask_rate: float, mask_split: tuple[float, float, float], n_ordinary: int) -> dict[str, float]:
+    """What masking does to the ordinary tokens, in expectation: the share of them the model must predict, and how
+    the predicted ones look in its input. A random replacement is drawn from the ``n_ordinary`` ordinary ids, so it
+    is the original token one time in ``n_ordinary``, and the model then sees the true token, as when it is kept.
+
+    >>> shares = masking_shares(0.15, (0.8, 0.1, 0.1), n_ordinary=2)
+    >>> {role: round(share, 4) for role, share in shares.items()}
+    {'predicted': 0.15, 'shown [MASK]': 0.12, 'shown a wrong token': 0.0075, 'shown the true token': 0.0225}
+    """
+    run = PretrainingRun(mask_rate=mask_rate, mask_split=mask_split)  # the same checks as a run's settings
+    check_size("n_ordinary", n_ordinary)
+    p, (mask, random_share, keep) = run.mask_rate, run.mask_split
+    return {"predicted": p, "shown [MASK]": p * mask, "shown a wrong token": p * random_share * (1 - 1 / n_ordinary),
+            "shown the true token": p * (keep + random_share / n_ordinary)}
+
+
+@torch.no_grad()
+def prediction_scores(model: BertForPreTraining, batch: PretrainingBatch, tokenizer) -> dict[str, dict[str, float]]:
+    """The MLM head's mean loss (nats) and accuracy at the batch's predicted positions, grouped by what the model
+    saw there: "[MASK]", "a wrong token" (a random replacement), "the true token" (kept, or a random draw that hit
+    the original), and "all predicted"; and "unmasked": the same positions with the text fed unmasked, as a
+    fine-tuned model reads it, so that the right answer is the token in the input. Each group also gives its
+    "count" of positions (a group with none has NaN loss and accuracy).
+
+    >>> tokenizer = WordPieceTokenizer([*SPECIALS, "news", "today", "rain"])
+    >>> pair = SentencePair(input_ids=[2, 5, 6, 7, 5, 3], segment_ids=[0] * 6, is_next=1)
+    >>> batch = pretraining_batch(tokenizer, [pair] * 8, torch.Generator().manual_seed(0), mask_rate=0.5)
+    >>> _ = torch.manual_seed(0)
+    >>> scores = prediction_scores(BertForPreTraining(BertConfig.tiny(vocab_size=8)), batch, tokenizer)
+    >>> scores["all predicted"]["count"] == scores["unmasked"]["count"] == int((batch.mlm_labels != -100).sum())
+    True
+    >>> scores["all predicted"]["count"] == sum(scores[seen]["count"] for seen in ("[MASK]", "a wrong token",
+    ...                                                                              "the true token"))
+    True
+    """
+    model.eval()
+    predicted = batch.mlm_labels != IGNORE_INDEX  # (B, T)
+    original = torch.where(predicted, batch.mlm_labels, batch.input_ids)  # (B, T), the text before masking
+    targets, shown = original[predicted], batch.input_ids[predicted]  # (N,) each, in row-major order
+
+    def logits_at_predicted(input_ids: torch.Tensor) -> torch.Tensor:
+        hidden = model.bert(input_ids, batch.segment_ids, batch.attention_mask).hidden_states  # (B, T, C)
+        return model.mlm_head(hidden[predicted])  # (N, V): only the positions scored, not all B x T
+
+    def scores(logits: torch.Tensor, where: torch.Tensor) -> dict[str, float]:
+        if not where.any():
+            return {"loss": float("nan"), "accuracy": float("nan"), "count": 0}
+        return {"loss": F.cross_entropy(logits[where], targets[where]).item(),
+                "accuracy": (logits[where].argmax(-1) == targets[where]).float().mean().item(),
+                "count": int(where.sum())}
+
+    masked, unmasked = logits_at_predicted(batch.input_ids), logits_at_predicted(original)
+    shown_mask, shown_true = shown == tokenizer.special_ids["mask"], shown == targets
+    everywhere = torch.ones_like(shown_mask)
+    groups = {"[MASK]": shown_mask, "a wrong token": ~shown_mask & ~shown_true, "the true token": shown_true,
+              "all predicted": everywhere}
+    return {name: scores(masked, where) for name, where in groups.items()} | {"unmasked": scores(unmasked, everywhere)}
 
 
 def pretraining_losses(model: BertForPreTraining, batch: PretrainingBatch, nsp: bool = True) -> dict[str, torch.Tensor]:
@@ -227,6 +290,8 @@ class PretrainingRun:
     objective: str = "mlm"  # "mlm": BertForPreTraining; "electra": replaced-token detection (minformers.electra)
     rtd_weight: float = 50.0  # ELECTRA's lambda on the discriminator's loss
     probe_size: int = 0  # > 0: every evaluation also fits a sentiment probe on this many reviews ("probe_accuracy")
+    mask_rate: float = 0.15  # share of ordinary tokens chosen for prediction (BERT's 15%), in training and validation
+    mask_split: tuple[float, float, float] = (0.8, 0.1, 0.1)  # a chosen token's (mask, random, keep) shares: BERT's
 
     def __post_init__(self):
         check_size("batch_size", self.batch_size)
@@ -239,6 +304,15 @@ class PretrainingRun:
         if self.train_size is not None:
             check_size("train_size", self.train_size)
         check_size("probe_size", self.probe_size, minimum=0)
+        if not 0.0 < self.mask_rate < 1.0:  # written this way round, NaN fails too
+            raise ValueError(f"mask_rate must be in (0, 1), got {self.mask_rate}")
+        if not isinstance(self.mask_split, tuple | list):
+            raise TypeError(f"mask_split must be a tuple (mask, random, keep), got {type(self.mask_split).__name__}")
+        object.__setattr__(self, "mask_split", tuple(self.mask_split))  # a list (say from JSON) becomes a tuple
+        split = self.mask_split
+        if len(split) != 3 or not all(share >= 0 for share in split) or abs(sum(split) - 1.0) > 1e-6:
+            raise ValueError(f"mask_split must be three shares (mask, random, keep), each >= 0, summing to 1, "
+                             f"got {split}")
         if not 0.0 <= self.short_fraction < 1.0:
             raise ValueError(f"short_fraction must be in [0, 1), got {self.short_fraction}")
         schedulable = self.short_len is not None and self.sentence_task == "none" and self.masking == "dynamic"
@@ -290,7 +364,8 @@ class PretrainingRun:
         """Every training example (the first ``train_size``) masked once, with a fixed seed: what a static-masking
         run draws its batches from, each draw of an example seeing the same mask."""
         examples = self.examples(corpus, "train")[: self.train_size]
-        return pretraining_batch(corpus.tokenizer, examples, torch.Generator().manual_seed(54321))
+        return pretraining_batch(corpus.tokenizer, examples, torch.Generator().manual_seed(54321), self.mask_rate,
+                                 self.mask_split)
 
     def batches(self, corpus: NewsCorpus) -> Callable[[int], PretrainingBatch]:
         """``batch_for_step(step)``: the step's examples, drawn and (dynamically) masked with a generator seeded by
@@ -308,7 +383,8 @@ class PretrainingRun:
             chosen = torch.randint(len(pool), (size,), generator=generator)
             if masked_once is not None:
                 return masked_once.rows(chosen, seed=step)
-            batch = pretraining_batch(tokenizer, [pool[i] for i in chosen.tolist()], generator)
+            batch = pretraining_batch(tokenizer, [pool[i] for i in chosen.tolist()], generator, self.mask_rate,
+                                      self.mask_split)
             batch.seed = step
             return batch
 
@@ -323,12 +399,13 @@ def pretrain_tiny_bert(corpus: NewsCorpus, run: PretrainingRun = PretrainingRun(
     The batch for step s is drawn and masked with a generator seeded by s, so the run is reproducible and resumes
     exactly from its checkpoint. Training metrics are those of ``run.losses`` ("loss", "mlm_loss", "mlm_accuracy",
     and "nsp_loss" and "nsp_accuracy" with a sentence task; ELECTRA's are listed in ``electra_losses``); evaluation
-    metrics are the same names prefixed with "val_", and "probe_accuracy" with ``run.probe_size``
+    metrics are the same names prefixed with "val_" (on validation examples masked as the run masks, at its
+    ``mask_rate`` and ``mask_split``), and "probe_accuracy" with ``run.probe_size``
     (``finetuning.sentiment_probe``: movie-review sentiment from the frozen encoder). An ELECTRA run returns an
     ``electra.Electra``, whose ``.bert`` is the discriminator's encoder.
     """
     validation = pretraining_batch(corpus.tokenizer, run.examples(corpus, "validation")[: run.validation_size],
-                                   torch.Generator().manual_seed(12345))
+                                   torch.Generator().manual_seed(12345), run.mask_rate, run.mask_split)
 
     probe = sentiment_probe(corpus.tokenizer, corpus.max_len, run.probe_size) if run.probe_size else None
 
