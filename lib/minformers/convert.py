@@ -435,16 +435,17 @@ def unpermute_gguf_rope_rows(weight: torch.Tensor, n_heads: int) -> torch.Tensor
     return per_head.transpose(1, 2).reshape(rows, C)  # (H, D/2, 2, C) -> (H, 2, D/2, C) -> (H * D, C): row j * D/2 + i
 
 
-def load_gguf_llama(path):
+def load_gguf_llama(path, reader=None):
     """A ``LlamaForCausalLM`` with the sizes and weights of a llama.cpp GGUF file of architecture "llama". Quantized
     tensors (Q4_1, Q8_0, ...) are dequantized to float32 by the ``gguf`` package, so the model computes in float32 with
-    the values the 4-bit file encodes."""
+    the values the 4-bit file encodes. ``reader``: a ``gguf.GGUFReader`` already open on ``path``, so that a caller
+    who also reads the tokenizer parses the file once (parsing its 49k-token vocabulary takes seconds)."""
     import gguf  # only here: reading GGUF files is optional
     import numpy as np
 
     from minformers.llama import LlamaConfig, LlamaForCausalLM
 
-    reader = gguf.GGUFReader(str(path))
+    reader = gguf.GGUFReader(str(path)) if reader is None else reader
 
     def field(key: str, default=None):
         return reader.fields[key].contents() if key in reader.fields else default
