@@ -253,6 +253,47 @@ def test_attention_mask_is_our_padding_mask_and_padding_changes_nothing_real():
     torch.testing.assert_close(with_padding[:, :4], alone, atol=ATOL, rtol=0)
 
 
+def test_causal_mask_hides_later_tokens_and_keeps_padding_masked():
+    torch.manual_seed(0)
+    model = BertModel(TINY).eval()
+    input_ids, segment_ids, attention_mask = tiny_inputs()
+    changed = input_ids.clone()
+    changed[:, 4:] = torch.randint(1, 99, (B, T - 4), generator=torch.Generator().manual_seed(1))  # tokens 4..6
+    with torch.no_grad():
+        causal = model(input_ids, segment_ids, attention_mask, causal=True).hidden_states
+        later_changed = model(changed, segment_ids, attention_mask, causal=True).hidden_states
+        prefix = model(input_ids[:, :4], segment_ids[:, :4], attention_mask[:, :4], causal=True).hidden_states
+        both_ways = model(input_ids, segment_ids, attention_mask).hidden_states
+        default = model(input_ids, segment_ids, attention_mask, causal=False).hidden_states
+    torch.testing.assert_close(later_changed[:, :4], causal[:, :4], atol=ATOL, rtol=0)  # 0..3 never read 4..6
+    torch.testing.assert_close(prefix, causal[:, :4], atol=ATOL, rtol=0)  # the same as cutting the sequence
+    assert not torch.allclose(later_changed[:, 4:], causal[:, 4:])  # the later positions read themselves
+    assert not torch.allclose(both_ways[:, :4], causal[:, :4])  # bidirectional: early positions read later ones
+    assert torch.equal(default, both_ways)  # causal=False is the old behaviour
+    # Padding stays masked under the causal mask: row 8 is left-padded at 0 and 1, so its real tokens never read
+    # them, whatever they hold.
+    repadded = input_ids.clone()
+    repadded[8, :2] = torch.tensor([97, 98])
+    with torch.no_grad():
+        again = model(repadded, segment_ids, attention_mask, causal=True).hidden_states
+    torch.testing.assert_close(again[8, 2:], causal[8, 2:], atol=ATOL, rtol=0)
+
+
+def test_causal_bert_matches_hf_decoder_bert():
+    """HF's BertLMHeadModel with is_decoder=True is BERT with a causal mask: the same hidden states as ours."""
+    ours = BertModel(TINY).eval()
+    config = transformers.BertConfig(**HF_TINY, is_decoder=True)
+    theirs = transformers.BertModel(config).eval()
+    theirs.load_state_dict(hf_bert_state_dict(ours))
+    input_ids, segment_ids, attention_mask = tiny_inputs()  # right and left padding
+    with torch.no_grad():
+        expected = theirs(**hf_inputs(input_ids, segment_ids, attention_mask)).last_hidden_state
+        actual = ours(input_ids, segment_ids, attention_mask, causal=True).hidden_states
+    # Every real token agrees. A left pad may read no key at all: we give it zeros, HF a uniform average.
+    real = attention_mask.bool()
+    torch.testing.assert_close(actual[real], expected[real], atol=ATOL, rtol=0)
+
+
 @pytest.mark.parametrize(
     "arguments, error, message",
     [

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from minformers.blocks import ACTIVATIONS, TransformerBlock
+from minformers.masks import causal_mask, combine_masks
 from minformers.positions import LearnedPositions
 from minformers.validation import check_size
 
@@ -274,10 +275,14 @@ class BertModel(nn.Module):
         self.pooler = nn.Linear(config.d_model, config.d_model)
         self.apply(init_bert_weights)
 
-    def forward(self, input_ids, segment_ids=None, attention_mask=None, return_all_hidden_states=False) -> BertOutput:
-        """input_ids, segment_ids, attention_mask: (B, T); attention_mask 1/True for real tokens, 0 for padding."""
+    def forward(self, input_ids, segment_ids=None, attention_mask=None, return_all_hidden_states=False,
+                causal: bool = False) -> BertOutput:
+        """input_ids, segment_ids, attention_mask: (B, T); attention_mask 1/True for real tokens, 0 for padding.
+        ``causal=True`` adds GPT's causal mask: position t reads tokens 0..t only (BERT as a next-word predictor)."""
         x = self.embeddings(input_ids, segment_ids)  # (B, T) -> (B, T, C)
         mask = None if attention_mask is None else attention_mask_to_bool(attention_mask, input_ids)
+        if causal:  # (B, 1, 1, T) & (T, T) -> (B, 1, T, T): a real key is read only by the queries at or after it
+            mask = combine_masks(mask, causal_mask(input_ids.shape[1], device=input_ids.device))
         all_hidden_states = [x] if return_all_hidden_states else None
         for layer in self.layers:
             x = layer(x, mask=mask)
