@@ -545,6 +545,232 @@ def stub_exposure(true_score, candidate_scores):
     raise NotImplementedError("rank = 1 + candidates scoring >= the secret; log2(N + 1) - log2(rank)")
 
 
+def relative_distance_by_flattening(initial, final):
+    names = list(initial)
+    start = torch.cat([initial[name].flatten().double() for name in names])
+    now = torch.cat([final[name].flatten().double() for name in names])
+    return float(torch.linalg.vector_norm(now - start) / torch.linalg.vector_norm(start))
+
+
+def relative_distance_mean_of_ratios(initial, final):  # weighs a 1-number tensor like a 100-number one
+    ratios = [(final[name] - tensor).norm() / tensor.norm() for name, tensor in initial.items()]
+    return float(sum(ratios) / len(ratios))
+
+
+def relative_distance_absolute(initial, final):  # forgets to divide by ||theta_0||
+    return math.sqrt(sum(float((final[name] - tensor).pow(2).sum()) for name, tensor in initial.items()))
+
+
+def relative_distance_squared(initial, final):  # the ratio of squared norms, no square root
+    moved = sum(float((final[name] - tensor).pow(2).sum()) for name, tensor in initial.items())
+    return moved / sum(float(tensor.pow(2).sum()) for tensor in initial.values())
+
+
+def relative_distance_over_final(initial, final):  # divides by ||theta||, the norm after training
+    moved = sum(float((final[name] - tensor).pow(2).sum()) for name, tensor in initial.items())
+    return math.sqrt(moved / sum(float(final[name].pow(2).sum()) for name in initial))
+
+
+def relative_distance_over_all_of_final(initial, final):  # reads final's extra tensors too
+    moved = sum(float((final[name] - initial.get(name, torch.zeros_like(final[name]))).pow(2).sum()) for name in final)
+    return math.sqrt(moved / sum(float(tensor.pow(2).sum()) for tensor in initial.values()))
+
+
+def calls_lib_relative_distance(initial, final):
+    from minformers.transfer import weight_movement
+
+    return weight_movement(initial, final)["all"]
+
+
+def stub_relative_distance(initial, final):
+    raise NotImplementedError("sqrt(sum of squared differences / sum of squared initial entries)")
+
+
+def equal_compute_steps_by_half_up(flops_per_step, budget):
+    steps = {}
+    for name in flops_per_step:
+        steps[name] = math.floor(budget / flops_per_step[name] + 0.5)
+    return steps
+
+
+def equal_compute_steps_floored(flops_per_step, budget):  # every run a little short of its share
+    return {name: int(budget // cost) for name, cost in flops_per_step.items()}
+
+
+def equal_compute_steps_ceiled(flops_per_step, budget):  # every run a little over
+    return {name: math.ceil(budget / cost) for name, cost in flops_per_step.items()}
+
+
+def equal_compute_steps_unrounded(flops_per_step, budget):  # fractional steps
+    return {name: budget / cost for name, cost in flops_per_step.items()}
+
+
+def equal_compute_steps_inverted(flops_per_step, budget):  # the dearer step gets more steps
+    total = sum(flops_per_step.values())
+    return {name: round(budget * cost / total**2) for name, cost in flops_per_step.items()}
+
+
+def calls_lib_equal_compute_steps(flops_per_step, budget):
+    from minformers.objective_comparison import equal_compute_steps
+
+    return equal_compute_steps(flops_per_step, budget)
+
+
+def stub_equal_compute_steps(flops_per_step, budget):
+    raise NotImplementedError("round(budget / flops) for each name, as an int")
+
+
+def true_token_share_by_cases(p, split, n_ordinary):
+    # Sum over what a chosen token becomes: kept shows the truth always, a random draw one time in n_ordinary.
+    shown_true = {"mask": 0.0, "random": 1 / n_ordinary, "keep": 1.0}
+    return p * sum(share * shown_true[role] for role, share in zip(("mask", "random", "keep"), split, strict=True))
+
+
+def true_token_share_keep_only(p, split, n_ordinary):  # forgets that a random draw can be the original
+    return p * split[2]
+
+
+def true_token_share_without_rate(p, split, n_ordinary):  # a share of the chosen tokens, not of all tokens
+    return split[2] + split[1] / n_ordinary
+
+
+def true_token_share_all_random(p, split, n_ordinary):  # counts every random replacement as showing the truth
+    return p * (split[1] + split[2])
+
+
+def calls_lib_true_token_share(p, split, n_ordinary):
+    from minformers.bert_pretraining import masking_shares
+
+    return masking_shares(p, split, n_ordinary)["shown the true token"]
+
+
+def stub_true_token_share(p, split, n_ordinary):
+    raise NotImplementedError("p times (keep share + random share / n_ordinary)")
+
+
+
+def candidate_ranks_by_sorting(logits, candidate_ids, answer_ids):
+    # Sort each row's candidates best first, the answer after those it ties with, and read off its place.
+    rows = candidate_ids.expand(len(answer_ids), -1) if candidate_ids.dim() == 1 else candidate_ids
+    ranks = []
+    for row, candidates, answer in zip(logits.tolist(), rows.tolist(), answer_ids.tolist(), strict=True):
+        ordered = sorted(candidates, key=lambda piece: (-row[piece], piece == answer))
+        ranks.append(ordered.index(answer) + 1)
+    return torch.tensor(ranks)
+
+
+def candidate_ranks_ties_in_favour(logits, candidate_ids, answer_ids):  # counts only strictly higher candidates
+    rows = candidate_ids.expand(len(answer_ids), -1) if candidate_ids.dim() == 1 else candidate_ids
+    return 1 + (logits.gather(1, rows) > logits.gather(1, answer_ids[:, None])).sum(dim=1)
+
+
+def candidate_ranks_from_zero(logits, candidate_ids, answer_ids):  # 0 for the first choice
+    rows = candidate_ids.expand(len(answer_ids), -1) if candidate_ids.dim() == 1 else candidate_ids
+    return (logits.gather(1, rows) >= logits.gather(1, answer_ids[:, None])).sum(dim=1) - 1
+
+
+def candidate_ranks_over_vocabulary(logits, candidate_ids, answer_ids):  # forgets the candidates
+    return (logits >= logits.gather(1, answer_ids[:, None])).sum(dim=1)
+
+
+def candidate_ranks_lowest_first(logits, candidate_ids, answer_ids):  # ranks by ascending logit
+    rows = candidate_ids.expand(len(answer_ids), -1) if candidate_ids.dim() == 1 else candidate_ids
+    return (logits.gather(1, rows) <= logits.gather(1, answer_ids[:, None])).sum(dim=1)
+
+
+def calls_lib_candidate_ranks(logits, candidate_ids, answer_ids):
+    from minformers.cloze import candidate_ranks
+
+    return candidate_ranks(logits, candidate_ids, answer_ids)
+
+
+def stub_candidate_ranks(logits, candidate_ids, answer_ids):
+    raise NotImplementedError("count the candidates whose logit is >= the answer's")
+
+
+def bm25_scores_by_matrix(query, documents, k1, b):  # a term-by-document count matrix, all documents at once
+    terms = sorted({term for document in documents for term in document} | set(query))
+    counts = torch.tensor([[document.count(term) for document in documents] for term in terms], dtype=torch.float64)
+    lengths = counts.sum(dim=0)
+    n = (counts > 0).sum(dim=1).double()  # an int tensor would turn the idf below into float32
+    idf = torch.log1p((len(documents) - n + 0.5) / (n + 0.5))
+    denominator = counts + k1 * (1 - b + b * lengths / lengths.mean())
+    saturated = torch.where(counts > 0, counts * (k1 + 1) / denominator, 0.0)  # k1 = 0 and f = 0 would be 0 / 0
+    weights = torch.tensor([query.count(term) for term in terms], dtype=torch.float64)
+    return ((weights * idf)[:, None] * saturated).sum(dim=0).tolist()
+
+
+def bm25_classic_idf(query, documents, k1, b):  # ln((N - n + 0.5) / (n + 0.5)): negative for common words
+    average = sum(map(len, documents)) / len(documents)
+    scores = []
+    for document in documents:
+        total = 0.0
+        for term in query:
+            n, f = sum(term in other for other in documents), document.count(term)
+            if f:
+                idf = math.log((len(documents) - n + 0.5) / (n + 0.5))
+                total += idf * f * (k1 + 1) / (f + k1 * (1 - b + b * len(document) / average))
+        scores.append(total)
+    return scores
+
+
+def bm25_distinct_query_terms(query, documents, k1, b):  # counts a repeated query word once
+    return bm25_scores_by_matrix(sorted(set(query)), documents, k1, b)
+
+
+def bm25_without_length_norm(query, documents, k1, b):  # forgets b: every document treated as average length
+    return bm25_scores_by_matrix(query, documents, k1, 0.0)
+
+
+def calls_lib_bm25(query, documents, k1, b):
+    from minformers.retrieval import BM25
+
+    return BM25(documents, k1=k1, b=b).scores(query).tolist()
+
+
+def stub_bm25_scores(query, documents, k1, b):
+    raise NotImplementedError("sum over query terms of idf * f * (k1 + 1) / (f + k1 * (1 - b + b * len / avgdl))")
+
+
+def next_token_targets_by_loop(input_ids, attention_mask):
+    targets = torch.full(input_ids.shape, -100, dtype=torch.long)
+    for row in range(input_ids.shape[0]):
+        for t in range(input_ids.shape[1] - 1):
+            if attention_mask[row, t] and attention_mask[row, t + 1]:
+                targets[row, t] = input_ids[row, t + 1]
+    return targets
+
+
+def next_token_targets_shifted_right(input_ids, attention_mask):  # position t given token t - 1: the old token
+    targets = torch.full_like(input_ids, -100)
+    targets[:, 1:] = input_ids[:, :-1].masked_fill(~attention_mask[:, :-1].bool(), -100)
+    return targets
+
+
+def next_token_targets_right_padding_only(input_ids, attention_mask):  # checks only that token t + 1 is real
+    targets = torch.full_like(input_ids, -100)
+    targets[:, :-1] = input_ids[:, 1:].masked_fill(~attention_mask[:, 1:].bool(), -100)
+    return targets
+
+
+def next_token_targets_dropping_last(input_ids, attention_mask):  # (B, T - 1), as language_model_loss slices
+    return next_token_targets_by_loop(input_ids, attention_mask)[:, :-1]
+
+
+def next_token_targets_padding_as_pad_id(input_ids, attention_mask):  # 0 ([PAD]) where -100 belongs
+    return next_token_targets_by_loop(input_ids, attention_mask).clamp(min=0)
+
+
+def calls_lib_next_token_targets(input_ids, attention_mask):
+    from minformers.next_word import next_token_targets
+
+    return next_token_targets(input_ids, attention_mask)
+
+
+def stub_next_token_targets(input_ids, attention_mask):
+    raise NotImplementedError("targets[:, t] = input_ids[:, t + 1] where tokens t and t + 1 are real, else -100")
+
+
 CHECKS = {
     "local_global_mask": (checks.check_local_global_mask, loop_local_global_mask, stub_mask),
     "sinusoidal_positions": (checks.check_sinusoidal_positions, loop_sinusoidal_positions, stub_positions),
@@ -566,6 +792,13 @@ CHECKS = {
     "peak_stashed_microbatches": (checks.check_peak_stashed_microbatches, stashed_by_counting, stub_stashed),
     "sgns_loss": (checks.check_sgns_loss, sgns_loss_pair_by_pair, stub_sgns_loss),
     "exposure": (checks.check_exposure, exposure_by_sorting, stub_exposure),
+    "relative_distance": (checks.check_relative_distance, relative_distance_by_flattening, stub_relative_distance),
+    "equal_compute_steps": (checks.check_equal_compute_steps, equal_compute_steps_by_half_up,
+                            stub_equal_compute_steps),
+    "true_token_share": (checks.check_true_token_share, true_token_share_by_cases, stub_true_token_share),
+    "candidate_ranks": (checks.check_candidate_ranks, candidate_ranks_by_sorting, stub_candidate_ranks),
+    "bm25_scores": (checks.check_bm25_scores, bm25_scores_by_matrix, stub_bm25_scores),
+    "next_token_targets": (checks.check_next_token_targets, next_token_targets_by_loop, stub_next_token_targets),
 }
 
 WRONG = [
@@ -620,6 +853,35 @@ WRONG = [
     (checks.check_exposure, exposure_ties_in_favour, "case 'a tie counts against the secret'"),
     (checks.check_exposure, exposure_without_the_secret, "case 'ranked first of 8"),
     (checks.check_exposure, exposure_in_nats, "case 'ranked first of 8"),
+    (checks.check_relative_distance, relative_distance_mean_of_ratios, "case 'two tensors"),
+    (checks.check_relative_distance, relative_distance_absolute, "case 'one tensor, by hand"),
+    (checks.check_relative_distance, relative_distance_squared, "case 'one tensor, by hand"),
+    (checks.check_relative_distance, relative_distance_over_final, "case 'one tensor, by hand"),
+    (checks.check_relative_distance, relative_distance_over_all_of_final, "case 'final holds an extra tensor"),
+    (checks.check_relative_distance, calls_lib_relative_distance, "calls the library's own solution"),
+    (checks.check_equal_compute_steps, equal_compute_steps_floored, "case 'this page's four objectives"),
+    (checks.check_equal_compute_steps, equal_compute_steps_ceiled, "case 'two runs|case 'this page"),
+    (checks.check_equal_compute_steps, equal_compute_steps_unrounded, "expected a int, received float"),
+    (checks.check_equal_compute_steps, equal_compute_steps_inverted, "case 'two runs"),
+    (checks.check_equal_compute_steps, calls_lib_equal_compute_steps, "calls the library's own solution"),
+    (checks.check_true_token_share, true_token_share_keep_only, "case 'BERT: 15%"),
+    (checks.check_true_token_share, true_token_share_without_rate, "case 'BERT: 15%"),
+    (checks.check_true_token_share, true_token_share_all_random, "case 'BERT: 15%"),
+    (checks.check_true_token_share, calls_lib_true_token_share, "calls the library's own solution"),
+    (checks.check_candidate_ranks, candidate_ranks_ties_in_favour, "case 'a candidate tied with the answer"),
+    (checks.check_candidate_ranks, candidate_ranks_from_zero, "case 'shared candidates, no ties'"),
+    (checks.check_candidate_ranks, candidate_ranks_over_vocabulary, "case 'shared candidates, no ties'"),
+    (checks.check_candidate_ranks, candidate_ranks_lowest_first, "case 'shared candidates, no ties'"),
+    (checks.check_candidate_ranks, calls_lib_candidate_ranks, "calls the library's own solution"),
+    (checks.check_bm25_scores, bm25_classic_idf, "case 'one word in 2 of 3 documents"),
+    (checks.check_bm25_scores, bm25_distinct_query_terms, "case 'a repeated query word counts twice'"),
+    (checks.check_bm25_scores, bm25_without_length_norm, "case 'one word in 2 of 3 documents"),
+    (checks.check_bm25_scores, calls_lib_bm25, "calls the library's own solution"),
+    (checks.check_next_token_targets, next_token_targets_shifted_right, "case 'one block, no padding'"),
+    (checks.check_next_token_targets, next_token_targets_right_padding_only, "case 'left padding"),
+    (checks.check_next_token_targets, next_token_targets_dropping_last, r"expected shape \(1, 5\)"),
+    (checks.check_next_token_targets, next_token_targets_padding_as_pad_id, "case 'one block, no padding'"),
+    (checks.check_next_token_targets, calls_lib_next_token_targets, "calls the library's own solution"),
 ]
 
 

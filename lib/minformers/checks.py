@@ -26,6 +26,7 @@ from minformers import (
     attention,
     bert,
     bpe,
+    cloze,
     denoising,
     distributed,
     finetuning,
@@ -714,3 +715,200 @@ def check_peak_stashed_microbatches(learner: Callable[[list], list[int]]) -> Non
     ]
     run_check("check_peak_stashed_microbatches", learner, distributed.peak_stashed_microbatches, cases,
               blocked_functions=[distributed.peak_stashed_microbatches])
+
+
+# Pretraining: objectives compared at equal compute.
+
+
+def check_equal_compute_steps(learner: Callable[[dict, float], dict]) -> None:
+    """Exercise: `learner(flops_per_step, budget)` returns {name: steps}, each the budget divided by that run's FLOPs
+    per step, rounded to the nearest whole step, as an int, as objective_comparison.equal_compute_steps."""
+    from minformers import objective_comparison  # here: it pulls in the BERT pretraining recipe, only needed now
+
+    def as_pairs(steps: dict) -> tuple:  # (name, steps) in the given order: the values' types are compared too
+        return steps if not isinstance(steps, dict) else tuple(steps.items())
+
+    def reference(flops_per_step, budget):
+        return as_pairs(objective_comparison.equal_compute_steps(flops_per_step, budget))
+
+    def learners(flops_per_step, budget):
+        steps = learner(flops_per_step, budget)
+        return as_pairs({name: steps[name] for name in flops_per_step} if isinstance(steps, dict) else steps)
+
+    page = {"causal LM": 2.438e9, "MLM": 1.427e9, "span corruption": 1.898e9, "RTD": 1.573e9}
+    cases = [
+        Case("two runs, the budget a multiple of both", ({"cheap": 1.0e9, "dear": 3.0e9}, 3.0e11)),
+        Case("this page's four objectives, 0.1 TFLOP", (page, 1e11)),
+        Case("rounded to the nearest step, up (1.67 -> 2) and down (3.33 -> 3)", ({"a": 6e9, "b": 3e9}, 1e10)),
+        Case("one run, integer FLOPs and budget", ({"only": 7}, 100)),
+        Case("a run the budget buys only 1.25 steps of", ({"big": 8e9, "small": 1e9}, 1e10)),
+    ]
+    run_check("check_equal_compute_steps", learners, reference, cases,
+              blocked_functions=[objective_comparison.equal_compute_steps])
+
+
+# Pretraining: how much to mask.
+
+
+def check_true_token_share(learner: Callable[[float, tuple[float, float, float], int], float]) -> None:
+    """Exercise: `learner(p, split, n_ordinary)` is the expected share of the ordinary tokens that the model must
+    predict while its input shows the true token there: chosen with probability p, then kept (split[2]) or replaced
+    by a random one of the n_ordinary ordinary ids that happens to be the original (split[1] / n_ordinary), as
+    bert_pretraining.masking_shares(...)["shown the true token"]. Compared to 1e-12."""
+    from minformers import bert_pretraining  # here, not at the top: it loads the data module
+
+    def as_tensor(p, split, n_ordinary):
+        return torch.tensor(float(learner(p, split, n_ordinary)), dtype=torch.float64)
+
+    def reference(p, split, n_ordinary):
+        share = bert_pretraining.masking_shares(p, split, n_ordinary)["shown the true token"]
+        return torch.tensor(share, dtype=torch.float64)
+
+    cases = [
+        Case("BERT: 15%, (0.8, 0.1, 0.1), 2,995 ordinary ids", (0.15, (0.8, 0.1, 0.1), 2995)),
+        Case("100% [MASK]: the true token is never shown", (0.15, (1.0, 0.0, 0.0), 2995)),
+        Case("(0.8, 0.2, 0.0) with 2 ordinary ids: half the random draws are the original", (0.15, (0.8, 0.2, 0.0), 2)),
+        Case("keep every chosen token, 40%", (0.4, (0.0, 0.0, 1.0), 2995)),
+        Case("one ordinary id: a random draw is always the original", (0.25, (0.5, 0.3, 0.2), 1)),
+        Case("random tokens only, 10 ordinary ids", (0.3, (0.0, 1.0, 0.0), 10)),
+        Case("40%, BERT's split, bert-base-uncased's 30,517 ordinary ids", (0.4, (0.8, 0.1, 0.1), 30517)),
+    ]
+    run_check("check_true_token_share", as_tensor, reference, cases,
+              blocked_functions=[bert_pretraining.masking_shares], atol=1e-12)
+
+
+# Pretraining: what pretraining learns (cloze probes).
+
+
+def check_candidate_ranks(learner: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
+    """Exercise: `learner(logits, candidate_ids, answer_ids)` returns the (N,) ranks of the answers among their
+    candidates by logit, 1 = the model's first choice, a candidate tied with the answer counted as ahead of it;
+    candidate_ids is (K,), shared by every probe, or (N, K), as cloze.candidate_ranks."""
+
+    def as_ranks(logits, candidate_ids, answer_ids):
+        return torch.as_tensor(learner(logits, candidate_ids, answer_ids)).long()
+
+    draw = torch.Generator().manual_seed(0)
+    vocab_logits = torch.randn(6, 3000, generator=draw)  # (N, V), a model's logits at six masks
+    shared = torch.randperm(3000, generator=draw)[:20]  # (K,)
+    answers = shared[torch.randint(20, (6,), generator=draw)]
+    pairs = torch.randint(5, 3000, (6, 1), generator=draw).repeat(1, 2)  # (N, 2): agreement's right and wrong form
+    pairs[:, 1] = (pairs[:, 0] + 7) % 3000
+    tied = torch.tensor([[1.0, 2.0, 2.0, 0.5], [3.0, 3.0, 3.0, 3.0]])
+    cases = [
+        Case("shared candidates, no ties", (torch.tensor([[0.0, 3.0, 1.0, 2.0, 5.0]]), torch.tensor([1, 2, 3]),
+                                            torch.tensor([2]))),
+        Case("a candidate tied with the answer counts ahead of it", (tied, torch.tensor([0, 1, 2]),
+                                                                     torch.tensor([2, 0]))),
+        Case("all logits equal: the answer is ranked last", (tied[1:], torch.tensor([0, 1, 2, 3]), torch.tensor([1]))),
+        Case("one candidate per probe: always first", (tied, torch.tensor([[3], [2]]), torch.tensor([3, 2]))),
+        Case("per-probe pairs (N, 2), answer second in some rows", (vocab_logits, pairs,
+                                                                    torch.where(torch.arange(6) % 2 == 0, pairs[:, 0],
+                                                                                pairs[:, 1]))),
+        Case("20 shared candidates out of 3,000 pieces, random logits", (vocab_logits, shared, answers)),
+    ]
+    run_check("check_candidate_ranks", as_ranks, lambda *args: cloze.candidate_ranks(*args).long(), cases,
+              blocked_functions=[cloze.candidate_ranks, cloze.candidate_ranks_of])
+
+
+# Applications: retrieval-augmented generation.
+
+
+def check_bm25_scores(learner: Callable[[list, list, float, float], list]) -> None:
+    """Exercise: `learner(query, documents, k1, b)` returns the BM25 score of every document (lists of terms) for
+    the query, with Lucene's idf ln(1 + (N - n + 0.5) / (n + 0.5)) and a repeated query term counted each time, as
+    retrieval.BM25(documents, k1, b).scores(query). Compared to 1e-9."""
+    from minformers import retrieval  # here, not at the top: it pulls in the BERT and fine-tuning modules
+
+    def as_tensor(query, documents, k1, b):
+        return torch.as_tensor(learner(query, documents, k1, b), dtype=torch.float64)
+
+    def reference(query, documents, k1, b):
+        return retrieval.BM25(documents, k1=k1, b=b).scores(query)
+
+    small = [["the", "cat", "sat"], ["a", "dog", "sat", "on", "a", "cat", "mat"], ["dogs", "bark"]]
+    draw = random.Random(0)
+    vocabulary = [f"w{index}" for index in range(30)]
+    # Zipf-like: a few words in most documents, most words in few, as in text
+    collection = [draw.choices(vocabulary, weights=[1 / (rank + 1) for rank in range(30)], k=draw.randint(1, 25))
+                  for _ in range(40)]
+    cases = [
+        Case("one word in 2 of 3 documents, k1 = 1.5, b = 0.75", (["cat"], small, 1.5, 0.75)),
+        Case("two words; the long document holds both", (["cat", "mat"], small, 1.5, 0.75)),
+        Case("a word twice in one document", (["a"], small, 1.5, 0.75)),
+        Case("a repeated query word counts twice", (["cat", "cat"], small, 1.5, 0.75)),
+        Case("a word no document holds scores 0", (["zebra"], small, 1.2, 0.75)),
+        Case("a word in every document still scores > 0", (["sat", "the"], [["sat"], ["sat", "the"]], 1.5, 0.75)),
+        Case("b = 0: no length discount", (["cat"], small, 1.5, 0.0)),
+        Case("b = 1: full length discount", (["cat", "dog"], small, 1.2, 1.0)),
+        Case("k1 = 0: each word counts once, only idf", (["a", "cat"], small, 0.0, 0.75)),
+        Case("40 random documents, 4-word query", (draw.sample(vocabulary, 4), collection, 0.9, 0.4)),
+    ]
+    run_check("check_bm25_scores", as_tensor, reference, cases,
+              blocked_functions=[retrieval.BM25.__init__, retrieval.BM25.scores, retrieval.BM25.idf], atol=1e-9)
+
+
+# Pretraining: pretrain-then-fine-tune against scratch.
+
+
+def check_relative_distance(learner: Callable) -> None:
+    """Exercise: `learner(initial, final)` is ||theta - theta_0|| / ||theta_0|| as a float, the norms over all the
+    entries of `initial`'s tensors together, `final` read at `initial`'s names only, as transfer.relative_distance.
+    Compared to 1e-6."""
+    from minformers import transfer  # here, not at the top: only the transfer page needs it
+
+    def as_tensor(initial, final):
+        return torch.tensor(float(learner(initial, final)), dtype=torch.float64)
+
+    def reference(initial, final):
+        return torch.tensor(transfer.relative_distance(initial, final), dtype=torch.float64)
+
+    draw = torch.Generator().manual_seed(0)
+    weights = {"weight": torch.randn(30, 20, generator=draw) * 0.02, "bias": torch.full((30,), 0.5)}
+    nudged = {name: tensor + 0.001 * torch.randn(tensor.shape, generator=draw) for name, tensor in weights.items()}
+    cases = [
+        Case("one tensor, by hand: (3, 4) -> (3, 4.5) moves 0.5 of 5", ({"w": torch.tensor([3.0, 4.0])},
+                                                                       {"w": torch.tensor([3.0, 4.5])})),
+        Case("nothing moved: 0", ({"w": torch.tensor([1.0, -2.0])}, {"w": torch.tensor([1.0, -2.0])})),
+        Case("two tensors: one norm over both, not a mean of two ratios",
+             ({"big": torch.full((100,), 1.0), "small": torch.tensor([1.0])},
+              {"big": torch.full((100,), 1.0), "small": torch.tensor([2.0])})),
+        Case("final holds an extra tensor, which does not count",
+             ({"w": torch.tensor([[1.0, 2.0], [2.0, 4.0]])},
+              {"w": torch.tensor([[1.0, 2.0], [2.0, 5.0]]), "head": torch.ones(5)})),
+        Case("a matrix and a bias of different scales, nudged at random", (weights, nudged)),
+        Case("moved by more than its own norm", ({"w": torch.tensor([0.1, 0.0])}, {"w": torch.tensor([-0.3, 0.4])})),
+    ]
+    run_check("check_relative_distance", as_tensor, reference, cases,
+              blocked_functions=[transfer.relative_distance, transfer.weight_movement], atol=1e-6)
+
+
+# Applications: BERT as a next-word predictor.
+
+
+def check_next_token_targets(learner: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
+    """Exercise: `learner(input_ids, attention_mask)` returns the (B, T) targets of a next-token loss read at every
+    position: token t + 1 where tokens t and t + 1 are both real, -100 elsewhere (the last position, padding, and a
+    left pad before the first real token), as next_word.next_token_targets."""
+    from minformers import next_word  # here, not at the top: it pulls in the objectives comparison
+
+    def as_long(input_ids, attention_mask):
+        return torch.as_tensor(learner(input_ids, attention_mask)).long()
+
+    draw = torch.Generator().manual_seed(0)
+    lengths = torch.randint(1, 13, (6,), generator=draw)
+    random_mask = (torch.arange(12)[None, :] < lengths[:, None]).long()  # (6, 12), right-padded
+    random_ids = torch.randint(5, 3000, (6, 12), generator=draw).masked_fill(random_mask == 0, 0)
+    right = torch.tensor([[2, 40, 41, 42, 3], [2, 50, 3, 0, 0], [2, 3, 0, 0, 0]])
+    left = torch.tensor([[0, 0, 2, 60, 3], [2, 61, 62, 63, 3]])
+    cases = [
+        Case("one block, no padding", (torch.tensor([[2, 17, 18, 19, 3]]), torch.ones(1, 5, dtype=torch.long))),
+        Case("right padding: rows of 5, 3 and 2 tokens", (right, (right != 0).long())),
+        Case("left padding: a pad before the first real token predicts nothing", (left, (left != 0).long())),
+        Case("a bool attention mask", (right, right != 0)),
+        Case("one token: nothing to predict", (torch.tensor([[7]]), torch.tensor([[1]]))),
+        Case("a row of padding only", (torch.zeros(2, 4, dtype=torch.long), torch.tensor([[0] * 4, [0] * 4]))),
+        Case("6 random blocks of up to 12 tokens", (random_ids, random_mask)),
+    ]
+    run_check("check_next_token_targets", as_long, next_word.next_token_targets, cases,
+              blocked_functions=[next_word.next_token_targets])

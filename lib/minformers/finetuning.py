@@ -17,7 +17,7 @@ from torch import nn
 
 from minformers.objectives import pad
 from minformers.similarity import mean_pool
-from minformers.train import History, TrainConfig, train
+from minformers.train import History, TrainConfig, make_optimizer, train
 from minformers.validation import check_size
 
 
@@ -73,7 +73,8 @@ def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 def fit_classifier(model: nn.Module, train_inputs: tuple[torch.Tensor, ...], train_labels: torch.Tensor,
                    dev_inputs: tuple[torch.Tensor, ...], dev_labels: torch.Tensor, schedule: TrainConfig,
-                   batch_size: int = 32, progress: bool | None = None, lm_weight: float = 0.0) -> History:
+                   batch_size: int = 32, progress: bool | None = None, lm_weight: float = 0.0,
+                   build_optimizer=make_optimizer) -> History:
     """Train ``model`` so that ``model(*inputs)`` (logits, or an output with ``.logits``) predicts the labels.
 
     Each step draws ``batch_size`` training rows at random, seeded by the step; the dev set is scored whole at every
@@ -83,6 +84,7 @@ def fit_classifier(model: nn.Module, train_inputs: tuple[torch.Tensor, ...], tra
     An output that also has ``.lm_loss`` (a ``gpt_classifier.GPTClassifier``'s) is trained on GPT-1's
     L3 = L2 + lm_weight * L1, where L2 is the classes' cross-entropy and L1 that language-modelling loss; both are
     logged on every batch ("classifier_loss", "lm_loss") and on the dev set ("dev_lm_loss"), whatever the weight.
+    ``build_optimizer`` is passed to ``train`` (say, ``transfer.fused_adamw``).
     """
     check_size("batch_size", batch_size)
     if not lm_weight >= 0:
@@ -113,7 +115,8 @@ def fit_classifier(model: nn.Module, train_inputs: tuple[torch.Tensor, ...], tra
         scores = {"dev_loss": F.cross_entropy(logits, dev_labels), "dev_accuracy": accuracy(logits, dev_labels)}
         return scores | ({"dev_lm_loss": output.lm_loss} if hasattr(output, "lm_loss") else {})
 
-    return train(model, batch_for_step, loss_for_batch, schedule, evaluate=evaluate, progress=progress)
+    return train(model, batch_for_step, loss_for_batch, schedule, evaluate=evaluate, progress=progress,
+                 build_optimizer=build_optimizer)
 
 
 def count_trainable(model: nn.Module) -> int:
