@@ -14,6 +14,7 @@ from minformers.bert_pretraining import (
     pretrain_tiny_bert,
     pretraining_batch,
     pretraining_losses,
+    unigram_log_frequencies,
 )
 from minformers.objectives import SentencePair, split_sentences
 from minformers.train import TrainConfig
@@ -137,10 +138,37 @@ def test_electra_run_trains_the_discriminator_as_its_body(corpus):
                                torch.tensor(history.train["mlm_loss"]) + 50 * torch.tensor(history.train["rtd_loss"]))
 
 
+@pytest.mark.parametrize("maker", [PretrainingRun, PretrainingRun.electra])
+def test_unigram_output_bias_starts_the_mlm_loss_at_the_frequency_floor(corpus, maker):
+    """Step 0 with the unigram bias scores what a frequency table scores, where BERT's zero bias starts near log V."""
+    unigram, zeros = maker(validation_size=64), maker(validation_size=64, output_bias="zeros")
+    batch = pretraining_batch(corpus.tokenizer, unigram.examples(corpus, "validation")[:64],
+                              torch.Generator().manual_seed(0))
+    log_p = unigram_log_frequencies([example.input_ids for example in unigram.examples(corpus, "train")],
+                                    corpus.tokenizer.vocab_size, list(corpus.tokenizer.special_ids.values()))
+    floor = -log_p[batch.mlm_labels[batch.mlm_labels != IGNORE_INDEX]].mean().item()
+    with torch.no_grad():
+        started = {run.output_bias: run.losses(run.model(corpus).eval(), batch)["mlm_loss"].item()
+                   for run in (unigram, zeros)}
+    # within 0.1 rather than equal: the untrained body adds small random logits (about 0.01 nats for BERT, 0.04
+    # for ELECTRA's narrower generator), and random logits raise a loss on average
+    assert floor <= started["unigram"] < floor + 0.1
+    assert started["zeros"] > floor + 0.5  # near log V: every token equally likely
+    assert torch.count_nonzero(zeros.model(corpus).mlm_head.decoder.bias if maker is PretrainingRun
+                               else zeros.model(corpus).generator.mlm_head.decoder.bias) == 0
+
+
+def test_unigram_log_frequencies_count_ordinary_tokens_only():
+    log_p = unigram_log_frequencies([[2, 7, 7, 3], [2, 7, 8, 3]], vocab_size=10, special_ids=[0, 1, 2, 3, 4])
+    assert log_p.exp().sum().item() == pytest.approx(1.0)
+    assert log_p[7] > log_p[8] > log_p[9] == log_p[2]  # seen 3 times, once, never; a special counts as never
+
+
 @pytest.mark.parametrize("changes, message", [
     ({"sentence_task": "nsp", "objective": "electra"}, "no sentence task"),
     ({"short_fraction": 0.5}, "short_len"),
     ({"masking": "sometimes"}, "masking"),
+    ({"output_bias": "random"}, "output_bias"),
 ])
 def test_run_refuses_settings_that_do_not_go_together(changes, message):
     with pytest.raises(ValueError, match=message):
