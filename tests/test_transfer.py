@@ -7,7 +7,6 @@ from minformers.bert import BertConfig, BertModel
 from minformers.convert import hf_bert_state_dict, load_hf_bert
 from minformers.transfer import (
     MeanPoolClassifier,
-    fused_adamw,
     layer_of,
     relative_distance,
     shrink_hf_bert_state,
@@ -144,23 +143,3 @@ def test_mean_pool_classifier_ignores_padding_and_trains_the_body():
     assert classifier.bert.pooler.weight.grad is None  # the pooled [CLS] is never read
     with pytest.raises(TypeError, match="bert must be a BertModel"):
         MeanPoolClassifier(torch.nn.Linear(2, 2), n_classes=2)
-
-
-def test_fused_adamw_takes_the_same_steps_as_make_optimizer():
-    from minformers.train import TrainConfig, make_optimizer
-
-    config = TrainConfig(steps=5, lr=1e-2, warmup_steps=1, weight_decay=0.1)
-    models = []
-    for build in (make_optimizer, fused_adamw):
-        torch.manual_seed(0)
-        model = torch.nn.Sequential(torch.nn.Embedding(20, 8), torch.nn.Linear(8, 3))
-        optimizer = build(model, config)
-        assert [group["weight_decay"] for group in optimizer.param_groups] == [0.1, 0.0]  # matrices, then vectors
-        for step in range(5):
-            ids = torch.randint(20, (4,), generator=torch.Generator().manual_seed(step))
-            model(ids).square().mean().backward()
-            optimizer.step()
-            optimizer.zero_grad()
-        models.append(model)
-    for ours, fused in zip(models[0].parameters(), models[1].parameters(), strict=True):
-        torch.testing.assert_close(fused, ours, rtol=1e-5, atol=1e-6)

@@ -84,7 +84,7 @@ def fit_classifier(model: nn.Module, train_inputs: tuple[torch.Tensor, ...], tra
     An output that also has ``.lm_loss`` (a ``gpt_classifier.GPTClassifier``'s) is trained on GPT-1's
     L3 = L2 + lm_weight * L1, where L2 is the classes' cross-entropy and L1 that language-modelling loss; both are
     logged on every batch ("classifier_loss", "lm_loss") and on the dev set ("dev_lm_loss"), whatever the weight.
-    ``build_optimizer`` is passed to ``train`` (say, ``transfer.fused_adamw``).
+    ``build_optimizer`` is passed to ``train``.
     """
     check_size("batch_size", batch_size)
     if not lm_weight >= 0:

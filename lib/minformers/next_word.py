@@ -173,8 +173,9 @@ class NextWordRun:
 
     def model(self, corpus: NewsCorpus, name: str, pretrained: BertForPreTraining | None = None) -> nn.Module:
         """The untrained model of one run (``name`` in MODELS). The BERT from scratch starts from the weights the
-        BERT page's pretraining started from, and a ``data_seed`` > 0 draws other ones; "pretrained BERT" copies
-        ``pretrained``."""
+        BERT page's pretraining started from, but with BERT's zero output bias rather than the unigram one, as the
+        GPT's output layer has no bias to start anywhere else; a ``data_seed`` > 0 draws other weights. "pretrained
+        BERT" copies ``pretrained``."""
         if name not in MODELS:
             raise ValueError(f"name must be one of {MODELS}, got {name!r}")
         if name == "pretrained BERT":

@@ -107,6 +107,10 @@ def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.A
     channel they have little room to overfit. nanoGPT makes the same split. ``model.parameters()`` yields a tied
     weight (embedding = output head) once, so it is updated once per step; frozen parameters (requires_grad=False)
     stay out.
+
+    The update runs in torch's fused kernel: the same arithmetic as the plain loop up to float rounding (tested), and
+    several times faster on a CPU, where updating a token table element by element would take a good part of a
+    small model's step.
     """
     parameters = [p for p in model.parameters() if p.requires_grad]
     if not parameters:
@@ -115,7 +119,8 @@ def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.A
         {"params": [p for p in parameters if p.dim() >= 2], "weight_decay": config.weight_decay},
         {"params": [p for p in parameters if p.dim() < 2], "weight_decay": 0.0},
     ]
-    return torch.optim.AdamW([g for g in groups if g["params"]], lr=config.lr, betas=config.betas, eps=config.eps)
+    return torch.optim.AdamW([g for g in groups if g["params"]], lr=config.lr, betas=config.betas, eps=config.eps,
+                             fused=True)
 
 
 @dataclass

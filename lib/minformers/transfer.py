@@ -16,7 +16,6 @@ from torch import nn
 
 from minformers.bert import BertModel
 from minformers.similarity import mean_pool
-from minformers.train import TrainConfig, make_optimizer
 from minformers.validation import check_size
 
 _HF_LAYER = "encoder.layer."  # HF BERT's prefix of block i's parameters: encoder.layer.{i}.attention...
@@ -160,12 +159,3 @@ def weight_movement(initial: Mapping[str, torch.Tensor], final: Mapping[str, tor
         groups.setdefault(group(name), []).append(name)
     distances = {name: relative_distance({key: initial[key] for key in keys}, final) for name, keys in groups.items()}
     return distances | {"all": relative_distance(initial, final)}
-
-
-def fused_adamw(model: nn.Module, config: TrainConfig) -> torch.optim.AdamW:
-    """``train.make_optimizer``'s AdamW (the same parameter groups and settings) run by torch's fused kernel, for
-    ``train(..., build_optimizer=fused_adamw)``: the same update up to float rounding, several times faster on a CPU
-    when a large token table makes the optimizer step a good part of the training step."""
-    groups = [{"params": group["params"], "weight_decay": group["weight_decay"]}
-              for group in make_optimizer(model, config).param_groups]
-    return torch.optim.AdamW(groups, lr=config.lr, betas=config.betas, eps=config.eps, fused=True)
