@@ -1,21 +1,25 @@
 """Four objectives at equal compute: equal-FLOP step counts, the batches each objective makes of the same blocks,
 the losses, the FLOP count against its formula, the bodies the downstream tests read, and short runs."""
 
+import math
 import random
 
 import pytest
 import torch
 
-from minformers.bert_pretraining import news_corpus
+from minformers.bert_pretraining import news_corpus, prediction_scores
 from minformers.denoising import restore_spans
 from minformers.finetuning import sentence_features
 from minformers.gpt import GPT, language_model_loss
+from minformers.next_word import unigram_loss
 from minformers.objective_comparison import (
     OBJECTIVES,
     CausalBody,
     EncoderBody,
+    HeldOutNats,
     MeanPooledClassifier,
     ObjectiveRun,
+    _token_nats,
     causal_lm_losses,
     equal_compute_steps,
     gpt_config,
@@ -24,7 +28,7 @@ from minformers.objective_comparison import (
     step_flops,
     t5_config,
 )
-from minformers.objectives import IGNORE
+from minformers.objectives import IGNORE, pad
 from minformers.scaling import training_flops_per_token
 from minformers.transformer import EncoderDecoder
 
@@ -208,7 +212,9 @@ def test_a_short_run_learns_and_a_second_call_loads_it(corpus, objective):
     first = pretrain(corpus, run, progress=False)
     assert not first.model.training and first.history.eval_steps == [24]
     assert first.history.train["loss"][-1] < first.history.train["loss"][0]
-    assert set(first.history.eval) == {"val_loss", "val_accuracy"}
+    groups = ["next token"] if objective == "causal LM" else ["target", "hidden text", "sentinels and [SEP]"]
+    names = ("loss", "floor", "accuracy", "positions", "standard error")
+    assert set(first.history.eval) == {f"{group} {name}" for group in groups for name in names}
     again = pretrain(corpus, run, progress=False)  # from the finished checkpoint
     assert again.history.train == first.history.train
     for (name, ours), (_, theirs) in zip(first.model.state_dict().items(), again.model.state_dict().items(),
@@ -216,8 +222,93 @@ def test_a_short_run_learns_and_a_second_call_loads_it(corpus, objective):
         assert torch.equal(ours, theirs), name
 
 
+def test_causal_floor_is_next_words_unigram_loss(corpus):
+    run = ObjectiveRun("causal LM")
+    ids, attention_mask = run.validation(corpus)
+    nats = run.held_out_nats(corpus, run.model(corpus), (ids, attention_mask), run.floor_log_frequencies(corpus))
+    blocks, block_mask = pad([example.input_ids for example in run.bert_run().examples(corpus, "train")], 0)
+    floor = unigram_loss(blocks, block_mask, ids, attention_mask, corpus.tokenizer.vocab_size)
+    # the same targets and counts; only the smoothing differs (add-0.5 here, add-one there)
+    assert abs(nats["next token"].floor.mean().item() - floor) < 0.01
+    assert len(nats["next token"].loss) == int(attention_mask[:, 1:].sum())
+
+
+def test_span_floor_counts_sentinels_and_sep(corpus):
+    run = ObjectiveRun("span corruption")
+    log_frequencies = run.floor_log_frequencies(corpus)
+    assert log_frequencies.shape == (corpus.tokenizer.vocab_size + run.n_sentinels,)
+    # every target holds the first sentinel once and [SEP] once, so the two are equally frequent ...
+    first, sep = run.sentinels(corpus)[0], corpus.tokenizer.special_ids["sep"]
+    torch.testing.assert_close(log_frequencies[first], log_frequencies[sep])
+    # ... and, at one block in seven or so tokens of target, far more frequent than any word
+    words = log_frequencies[: corpus.tokenizer.vocab_size].clone()
+    words[sep] = -math.inf
+    assert log_frequencies[first] > words.max() and log_frequencies.exp().sum().item() == pytest.approx(1.0)
+
+
+def test_a_predictor_of_the_frequencies_sits_at_the_floor():
+    log_frequencies = torch.tensor([0.5, 0.3, 0.2]).log()
+    targets = torch.tensor([0, 0, 1, 2, 0])
+    at_floor = _token_nats(log_frequencies.expand(5, 3), targets, log_frequencies)
+    assert at_floor.below_floor == pytest.approx(0.0, abs=1e-6)
+    knowing = _token_nats(torch.nn.functional.one_hot(targets, 3) * 20.0, targets, log_frequencies)
+    assert knowing.below_floor == pytest.approx(-log_frequencies[targets].mean().item(), abs=1e-6)  # loss ~ 0
+    assert knowing.correct.all() and at_floor.correct.tolist() == [True, True, False, False, True]
+    paired = HeldOutNats(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.5, 2.0, 3.5]), torch.ones(3, dtype=bool))
+    assert paired.standard_error == pytest.approx(torch.tensor([0.5, 0.0, 0.5]).std().item() / math.sqrt(3))
+
+
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_held_out_nats_agree_with_the_training_losses(corpus, objective):
+    run = ObjectiveRun(objective, validation_size=24)
+    model, held_out = run.model(corpus).eval(), run.validation(corpus)
+    log_frequencies = run.floor_log_frequencies(corpus)
+    nats = run.held_out_nats(corpus, model, held_out, log_frequencies)
+    with torch.no_grad():
+        losses = run.losses(model, held_out)
+    if objective in ("causal LM", "span corruption"):
+        group = next(iter(nats))  # the objective's own loss comes first
+        torch.testing.assert_close(nats[group].loss.mean(), losses["loss"])
+        torch.testing.assert_close(nats[group].correct.float().mean(), losses["accuracy"])
+    if objective == "span corruption":  # the target split in two: the same losses, the words against their own floor
+        text, marks = nats["hidden text"], nats["sentinels and [SEP]"]
+        torch.testing.assert_close(torch.cat([text.loss, marks.loss]).sort().values, nats["target"].loss.sort().values)
+        assert len(marks.loss) >= 2 * len(held_out[0])  # at least one sentinel and [SEP] per block
+        target = held_out[2][held_out[2] != 0]
+        marks = torch.tensor([*run.sentinels(corpus), corpus.tokenizer.special_ids["sep"]])
+        words = torch.ones(len(log_frequencies), dtype=torch.bool)
+        words[marks] = False
+        # a word's floor: its share of the targets' word tokens, i.e. its target frequency over the words' total
+        expected = -(log_frequencies[target[~torch.isin(target, marks)]] - log_frequencies[words].logsumexp(0))
+        torch.testing.assert_close(text.floor, expected)
+    if objective == "MLM":  # the three groups split the predicted positions
+        predicted = int((held_out.mlm_labels != IGNORE).sum())
+        assert sum(len(group.loss) for group in nats.values()) == predicted
+        assert len(nats["[MASK]"].loss) > 0.6 * predicted  # 80% of them, in expectation
+        total = sum(group.loss.sum() for group in nats.values()) / predicted
+        torch.testing.assert_close(total, losses["mlm_loss"])
+        scores = prediction_scores(model, held_out, corpus.tokenizer)  # the BERT pages' split, by what was shown
+        for name, group in nats.items():
+            assert scores[name]["count"] == len(group.loss)
+            assert scores[name]["loss"] == pytest.approx(group.loss.mean().item(), rel=1e-5)
+    if objective == "RTD":
+        replaced = losses["replaced"].item()
+        torch.testing.assert_close(nats["replaced?"].loss.mean(), losses["rtd_loss"])
+        entropy = -(replaced * math.log(replaced) + (1 - replaced) * math.log(1 - replaced))
+        assert nats["replaced?"].floor.mean().item() == pytest.approx(entropy, rel=1e-5)
+        assert len(nats["generator at [MASK]"].loss) < len(nats["replaced?"].loss) * 0.2
+
+
+def test_evaluations_are_spread_over_the_run():
+    assert ObjectiveRun("MLM", steps=120, evaluations=4).schedule.eval_every == 30
+    assert ObjectiveRun("MLM", steps=123, evaluations=4).schedule.eval_every == 31  # 31, 62, 93 and the last, 123
+    assert ObjectiveRun("MLM", steps=50).schedule.eval_every == 50
+
+
 @pytest.mark.parametrize("changes, message", [
     ({"objective": "NSP"}, "objective must be one of"),
+    ({"evaluations": 0}, "evaluations must be >= 1"),
+    ({"steps": 10, "evaluations": 11}, "evaluations must be <= steps=10"),
     ({"steps": 1}, "steps must be >= 2"),
     ({"noise_density": 1.5}, r"noise_density must be in \(0, 1\)"),
     ({"n_sentinels": 1}, "n_sentinels must be >= 2"),

@@ -16,6 +16,10 @@ sizes. Compute is matched by FLOPs, not steps: each objective's training step is
     >>> equal_compute_steps({"MLM": 1.4e9, "causal LM": 2.4e9}, budget=1.4e9 * 120)
     {'MLM': 120, 'causal LM': 70}
 
+Each objective's own held-out loss is set against its *no-context floor*, the loss of a predictor that reads
+nothing of the input and answers the targets' frequencies (``ObjectiveRun.held_out_nats``): what a run has learned
+from context is how far it is below that floor.
+
 What a downstream task reads is a *body*: called as ``body(ids, attention_mask=mask)`` it returns an object whose
 ``hidden_states`` are (B, T, C), as ``BertModel`` does; ``finetuning.sentence_features`` and
 ``MeanPooledClassifier`` read any of the four that way. GPT's body gives its causal states (each position has read
@@ -23,6 +27,7 @@ only what is left of it); T5's gives its encoder's output.
 """
 
 import copy
+import math
 import random
 from dataclasses import asdict, dataclass
 
@@ -35,10 +40,11 @@ from minformers.bert_pretraining import (
     NewsCorpus,
     PretrainingBatch,
     PretrainingRun,
-    pretrain_tiny_bert,
     pretraining_batch,
+    unigram_log_frequencies,
 )
 from minformers.denoising import random_noise_mask, sentinel_corruption
+from minformers.electra import electra_forward
 from minformers.gpt import GPT, GPTConfig
 from minformers.measure import training_flops
 from minformers.objectives import IGNORE, pad
@@ -152,11 +158,14 @@ class ObjectiveRun:
     n_sentinels: int = 8  # span corruption's sentinel ids (a 32-token block has one or two spans)
     noise_density: float = 0.15  # span corruption: the share of tokens hidden (T5's 15%)
     mean_span_length: float = 3.0  # span corruption: T5's mean span
+    evaluations: int = 1  # held-out evaluations, evenly spaced, the last after the last step
 
     def __post_init__(self):
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
         check_size("steps", self.steps, minimum=2)
+        if check_size("evaluations", self.evaluations) > self.steps:
+            raise ValueError(f"evaluations must be <= steps={self.steps}, got {self.evaluations}")
         check_size("batch_size", self.batch_size)
         check_size("validation_size", self.validation_size)
         check_size("n_sentinels", self.n_sentinels, minimum=2)
@@ -169,11 +178,14 @@ class ObjectiveRun:
 
     @property
     def schedule(self) -> TrainConfig:
-        return TrainConfig(steps=self.steps, lr=self.lr, warmup_steps=max(1, self.steps // 10), eval_every=self.steps)
+        return TrainConfig(steps=self.steps, lr=self.lr, warmup_steps=max(1, self.steps // 10),
+                           eval_every=math.ceil(self.steps / self.evaluations))
 
     def bert_run(self) -> PretrainingRun:
         """The BERT pages' recipe that draws this run's blocks (and, for MLM and RTD, trains it)."""
-        settings = {"schedule": self.schedule, "batch_size": self.batch_size, "validation_size": self.validation_size}
+        # zero output bias: GPT's and T5's output layers have no bias to start at the token frequencies
+        settings = {"schedule": self.schedule, "batch_size": self.batch_size, "validation_size": self.validation_size,
+                    "output_bias": "zeros"}
         return PretrainingRun.electra(**settings) if self.objective == "RTD" else PretrainingRun.roberta(**settings)
 
     def body_config(self, corpus: NewsCorpus) -> BertConfig:
@@ -250,6 +262,111 @@ class ObjectiveRun:
         masked = pretraining_batch(corpus.tokenizer, run.examples(corpus, "validation")[: self.validation_size],
                                    torch.Generator().manual_seed(12345))
         return self.batch(corpus, masked, seed=12345)
+
+    def floor_log_frequencies(self, corpus: NewsCorpus) -> torch.Tensor:
+        """(V,) log p of each token among this objective's targets in the training blocks
+        (``unigram_log_frequencies``): what a predictor that reads no context can best answer everywhere. The
+        targets are the next tokens (causal LM), the ordinary tokens, a uniform sample of which is masked (MLM and
+        RTD's generator), or every block's span-corruption target, sentinels and [SEP] included, from one fixed
+        corruption (span corruption). RTD's discriminator has its own floor (``held_out_nats``)."""
+        blocks = [example.input_ids for example in self.bert_run().examples(corpus, "train")]
+        special = corpus.tokenizer.special_ids
+        never = [special["pad"], special["cls"], special["mask"]]  # in no objective's targets
+        if self.objective in ("MLM", "RTD"):
+            return unigram_log_frequencies(blocks, corpus.tokenizer.vocab_size, list(special.values()))
+        if self.objective == "causal LM":
+            return unigram_log_frequencies([block[1:] for block in blocks], corpus.tokenizer.vocab_size, never)
+        _, _, targets = span_corruption_batch(blocks, self.sentinels(corpus), random.Random(0), special["cls"],
+                                              special["sep"], self.noise_density, self.mean_span_length)
+        return unigram_log_frequencies([row[row != PAD].tolist() for row in targets],
+                                       corpus.tokenizer.vocab_size + self.n_sentinels, never)
+
+    @torch.no_grad()
+    def held_out_nats(self, corpus: NewsCorpus, model: nn.Module, held_out,
+                      log_frequencies: torch.Tensor) -> dict[str, "HeldOutNats"]:
+        """The model's loss on this objective's ``held_out`` batch (``validation``) against the loss of a predictor
+        that reads no context, position by position, in groups; the first group is the objective's own loss:
+
+        - causal LM, "next token": every next token, against ``log_frequencies`` (``floor_log_frequencies``);
+        - MLM, by what the model saw at a predicted position (as ``bert_pretraining.prediction_scores``): "[MASK]",
+          the floor that matters; "the true token" (kept, which the model learns to copy) and "a wrong token";
+        - span corruption, "target": the target tokens, sentinels and [SEP] included; then "hidden text", the
+          hidden words alone, against the words' frequencies among the targets (a floor that, like MLM's, has
+          nothing to learn about the target's layout), and "sentinels and [SEP]", that layout;
+        - RTD, "replaced?": every real token, against always answering the held-out share p of replaced tokens
+          (mean: the binary entropy H(p)); and "generator at [MASK]".
+        """
+        model.eval()
+        if self.objective == "causal LM":
+            input_ids, attention_mask = held_out
+            logits = model(input_ids)[:, :-1]  # (B, T-1, V)
+            real = attention_mask[:, 1:].bool()  # (B, T-1): the next token is real
+            return {"next token": _token_nats(logits[real], input_ids[:, 1:][real], log_frequencies)}
+        if self.objective == "span corruption":
+            source, decoder_input, target = held_out
+            logits, target = model(source, decoder_input)[target != PAD], target[target != PAD]  # (N, V), (N,)
+            marks = torch.tensor([*self.sentinels(corpus), corpus.tokenizer.special_ids["sep"]])
+            is_mark = torch.isin(target, marks)
+            text_frequencies = log_frequencies.clone()
+            text_frequencies[marks] = -math.inf  # what is left, renormalised: the hidden words' own frequencies
+            text_frequencies -= text_frequencies.logsumexp(0)
+            return {"target": _token_nats(logits, target, log_frequencies),
+                    "hidden text": _token_nats(logits[~is_mark], target[~is_mark], text_frequencies),
+                    "sentinels and [SEP]": _token_nats(logits[is_mark], target[is_mark], log_frequencies)}
+        labelled = held_out.mlm_labels != IGNORE  # (B, T)
+        targets, shown = held_out.mlm_labels[labelled], held_out.input_ids[labelled]  # (N,) each, row-major
+        at_mask = shown == corpus.tokenizer.special_ids["mask"]
+        if self.objective == "MLM":
+            output = model(held_out.input_ids, held_out.segment_ids, held_out.attention_mask, held_out.mlm_labels)
+            groups = {"[MASK]": at_mask, "the true token": shown == targets,
+                      "a wrong token": ~at_mask & (shown != targets)}
+            return {name: _token_nats(output.mlm_logits[where], targets[where], log_frequencies)
+                    for name, where in groups.items()}
+        output = electra_forward(model, held_out.input_ids, held_out.mlm_labels, held_out.segment_ids,
+                                 held_out.attention_mask, self.bert_run().rtd_weight,
+                                 torch.Generator().manual_seed(held_out.seed))  # the samples training evaluates on
+        real = held_out.attention_mask.bool()
+        labels, logits = output.rtd_labels[real], output.rtd_logits[real]  # (N,) each
+        p = labels.mean()  # the share replaced
+        floor = torch.where(labels == 1, -torch.log(p), -torch.log1p(-p))  # (N,): mean H(p)
+        return {"replaced?": HeldOutNats(F.binary_cross_entropy_with_logits(logits, labels, reduction="none"),
+                                         floor, (logits > 0).float() == labels),
+                "generator at [MASK]": _token_nats(output.mlm_logits[at_mask], targets[at_mask], log_frequencies)}
+
+
+@dataclass
+class HeldOutNats:
+    """One group of held-out positions: the model's loss at each and a no-context predictor's, in nats."""
+
+    loss: torch.Tensor  # (N,)
+    floor: torch.Tensor  # (N,)
+    correct: torch.Tensor  # (N,) bool: the model's answer (argmax, or logit > 0) is right
+
+    @property
+    def below_floor(self) -> float:
+        """Mean floor - loss: the nats per position the model gained by reading its input (< 0: above the floor).
+
+        >>> HeldOutNats(torch.tensor([1.0, 2.0]), torch.tensor([1.5, 2.5]), torch.tensor([True, False])).below_floor
+        0.5
+        """
+        return (self.floor - self.loss).mean().item()
+
+    @property
+    def standard_error(self) -> float:
+        """The standard error of ``below_floor`` over these positions (paired: one target, two losses)."""
+        return ((self.floor - self.loss).std() / math.sqrt(len(self.loss))).item() if len(self.loss) > 1 else math.nan
+
+    def metrics(self, group: str) -> dict[str, float]:
+        """What ``pretrain`` logs at each evaluation (a group with no positions gives NaN)."""
+        return {f"{group} loss": self.loss.mean().item(), f"{group} floor": self.floor.mean().item(),
+                f"{group} accuracy": self.correct.float().mean().item(), f"{group} positions": len(self.loss),
+                f"{group} standard error": self.standard_error}
+
+
+def _token_nats(logits: torch.Tensor, targets: torch.Tensor, log_frequencies: torch.Tensor) -> HeldOutNats:
+    """(N, V) logits and (N,) targets: the cross-entropy at each position, and the unigram predictor's."""
+    return HeldOutNats(F.cross_entropy(logits, targets, reduction="none"), -log_frequencies[targets],
+                       logits.argmax(-1) == targets)
 
 
 _BATCHES: dict[tuple[int, int], tuple[NewsCorpus, object]] = {}  # (id(corpus), batch_size) -> (corpus, batches)
@@ -329,23 +446,24 @@ class Pretrained:
     run: ObjectiveRun
     model: nn.Module  # the whole pretraining model (ELECTRA's generator and T5's decoder included), in eval mode
     body: nn.Module  # what the downstream tasks read (``ObjectiveRun.body``)
-    history: History  # "loss" (and the objective's own metrics) per step; "val_" ones at the last step
+    history: History  # "loss" (and the objective's own metrics) per step; held-out ones per evaluation (``pretrain``)
 
 
 def pretrain(corpus: NewsCorpus, run: ObjectiveRun, progress: bool | None = None) -> Pretrained:
-    """Train ``run`` on ``corpus``, or load it from this build's checkpoint. MLM and RTD go through
-    ``pretrain_tiny_bert`` (their metrics are named there); causal LM and span corruption log "loss" and
-    "accuracy", and "val_loss" and "val_accuracy" on the held-out blocks."""
-    if run.objective in ("MLM", "RTD"):
-        model, history = pretrain_tiny_bert(corpus, run.bert_run(), progress=progress)
-        return Pretrained(run, model, run.body(model), history)
-    validation = run.validation(corpus)
+    """Train ``run`` on ``corpus``, or load it from this build's checkpoint. Each of ``run.evaluations`` evaluations
+    logs, for every group of ``run.held_out_nats`` on the held-out blocks, ``HeldOutNats.metrics``: "<group> loss",
+    "<group> floor", "<group> accuracy", "<group> positions" and "<group> standard error" (the first group's loss
+    is the objective's own: "next token loss", "[MASK] loss", "target loss", "replaced? loss")."""
+    validation, log_frequencies = run.validation(corpus), run.floor_log_frequencies(corpus)
+
+    def evaluate(model: nn.Module) -> dict[str, float]:
+        groups = run.held_out_nats(corpus, model, validation, log_frequencies)
+        return {name: value for group, nats in groups.items() for name, value in nats.metrics(group).items()}
+
     model = run.model(corpus)
     settings = {"run": asdict(run), "vocab": corpus.tokenizer.id_to_token, "articles": len(corpus.articles),
                 "blocks": len(run.bert_run().examples(corpus, "train"))}
-    history = train(model, run.batches(corpus), run.losses, run.schedule,
-                    evaluate=lambda model: {f"val_{name}": value for name, value in
-                                            run.losses(model, validation).items()},
+    history = train(model, run.batches(corpus), run.losses, run.schedule, evaluate=evaluate,
                     checkpoint=checkpoint_path(f"objective-{run.objective.replace(' ', '-')}", settings),
                     progress=progress)
     model.eval()
