@@ -156,6 +156,16 @@ def test_unigram_output_bias_starts_the_mlm_loss_at_the_frequency_floor(corpus, 
     assert started["zeros"] > floor + 0.5  # near log V: every token equally likely
     assert torch.count_nonzero(zeros.model(corpus).mlm_head.decoder.bias if maker is PretrainingRun
                                else zeros.model(corpus).generator.mlm_head.decoder.bias) == 0
+    torch.testing.assert_close(unigram.token_log_frequencies(corpus), log_p)  # the run's own table is the same
+
+
+def test_validation_batch_is_the_same_every_time_and_follows_the_run_s_masking(corpus):
+    run = PretrainingRun(validation_size=64)
+    first, again = run.validation_batch(corpus), run.validation_batch(corpus)
+    assert first.input_ids.shape[0] == 64 and run.validation_batch(corpus, size=8).input_ids.shape[0] == 8
+    assert torch.equal(first.input_ids, again.input_ids) and torch.equal(first.mlm_labels, again.mlm_labels)
+    heavy = PretrainingRun(validation_size=64, mask_rate=0.4).validation_batch(corpus)
+    assert (heavy.mlm_labels != IGNORE_INDEX).sum() > 2 * (first.mlm_labels != IGNORE_INDEX).sum()
 
 
 def test_unigram_log_frequencies_count_ordinary_tokens_only():

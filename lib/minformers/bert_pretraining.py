@@ -380,13 +380,24 @@ class PretrainingRun:
         torch.manual_seed(0)
         model = Electra(self.config(corpus)) if self.objective == "electra" else BertForPreTraining(self.config(corpus))
         if self.output_bias == "unigram":
-            examples = self.examples(corpus, "train")[: self.train_size]
             mlm = model.generator if self.objective == "electra" else model
             with torch.no_grad():
-                mlm.mlm_head.decoder.bias.copy_(unigram_log_frequencies(
-                    [example.input_ids for example in examples], corpus.tokenizer.vocab_size,
-                    list(corpus.tokenizer.special_ids.values())))
+                mlm.mlm_head.decoder.bias.copy_(self.token_log_frequencies(corpus))
         return model
+
+    def token_log_frequencies(self, corpus: NewsCorpus) -> torch.Tensor:
+        """(V,) log frequencies of the ordinary tokens in this run's training examples (``unigram_log_frequencies``):
+        where the unigram output bias starts, and the floor of a prediction that reads no context."""
+        examples = self.examples(corpus, "train")[: self.train_size]
+        return unigram_log_frequencies([example.input_ids for example in examples], corpus.tokenizer.vocab_size,
+                                       list(corpus.tokenizer.special_ids.values()))
+
+    def validation_batch(self, corpus: NewsCorpus, size: int | None = None) -> PretrainingBatch:
+        """The first ``size`` (default ``validation_size``) held-out examples, masked once at this run's rate and
+        split with a fixed seed: what every evaluation of the run scores, the same whenever it is asked for."""
+        examples = self.examples(corpus, "validation")[: check_size("size", size or self.validation_size)]
+        return pretraining_batch(corpus.tokenizer, examples, torch.Generator().manual_seed(12345), self.mask_rate,
+                                 self.mask_split)
 
     def losses(self, model, batch: PretrainingBatch) -> dict[str, torch.Tensor]:
         if self.objective == "electra":
@@ -437,8 +448,7 @@ def pretrain_tiny_bert(corpus: NewsCorpus, run: PretrainingRun = PretrainingRun(
     (``finetuning.sentiment_probe``: movie-review sentiment from the frozen encoder). An ELECTRA run returns an
     ``electra.Electra``, whose ``.bert`` is the discriminator's encoder.
     """
-    validation = pretraining_batch(corpus.tokenizer, run.examples(corpus, "validation")[: run.validation_size],
-                                   torch.Generator().manual_seed(12345), run.mask_rate, run.mask_split)
+    validation = run.validation_batch(corpus)
 
     probe = sentiment_probe(corpus.tokenizer, corpus.max_len, run.probe_size) if run.probe_size else None
 

@@ -40,7 +40,6 @@ from minformers.bert_pretraining import (
     NewsCorpus,
     PretrainingBatch,
     PretrainingRun,
-    pretraining_batch,
     unigram_log_frequencies,
 )
 from minformers.denoising import random_noise_mask, sentinel_corruption
@@ -258,10 +257,7 @@ class ObjectiveRun:
 
     def validation(self, corpus: NewsCorpus):
         """The first ``validation_size`` held-out blocks, masked (and corrupted) once, with fixed seeds."""
-        run = self.bert_run()
-        masked = pretraining_batch(corpus.tokenizer, run.examples(corpus, "validation")[: self.validation_size],
-                                   torch.Generator().manual_seed(12345))
-        return self.batch(corpus, masked, seed=12345)
+        return self.batch(corpus, self.bert_run().validation_batch(corpus), seed=12345)
 
     def floor_log_frequencies(self, corpus: NewsCorpus) -> torch.Tensor:
         """(V,) log p of each token among this objective's targets in the training blocks
@@ -273,7 +269,7 @@ class ObjectiveRun:
         special = corpus.tokenizer.special_ids
         never = [special["pad"], special["cls"], special["mask"]]  # in no objective's targets
         if self.objective in ("MLM", "RTD"):
-            return unigram_log_frequencies(blocks, corpus.tokenizer.vocab_size, list(special.values()))
+            return self.bert_run().token_log_frequencies(corpus)
         if self.objective == "causal LM":
             return unigram_log_frequencies([block[1:] for block in blocks], corpus.tokenizer.vocab_size, never)
         _, _, targets = span_corruption_batch(blocks, self.sentinels(corpus), random.Random(0), special["cls"],
