@@ -12,7 +12,7 @@ PORT   ?= 8000
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install book test check unit book-tests notebooks student grade serve lint clean bench lock
+.PHONY: install book page test check unit book-tests notebooks student grade serve lint clean bench lock
 
 install: $(STAMP)
 
@@ -27,9 +27,16 @@ $(STAMP): requirements.txt pyproject.toml
 	cp tools/jupyterlab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	@touch $@
 
-# Build the site: executes every chapter, writes _build/timings.json, fails on any error or blown budget.
+# Build the site: executes every chapter whose code or lib changed since the last `make book` (all of them the first
+# time), writes _build/timings.json, fails on any error or blown budget. `make test` always executes every page.
 book: $(STAMP)
-	$(BIN)/python tools/build_book.py
+	$(BIN)/python tools/build_book.py --reuse
+
+# Execute one chapter and build the site around it in _build/page/ (the other pages without outputs), e.g.
+# `make page PAGE=bert`. Prints the page's time against its budget.
+page: $(STAMP)
+	@test -n "$(PAGE)" || { echo "usage: make page PAGE=bert (a file name in book/, without .md)"; exit 2; }
+	$(BIN)/python tools/build_book.py --page "$(PAGE)"
 
 # Everything CI checks: lint, unit and parity tests, the book build, then tests that read the build.
 test: $(STAMP)
@@ -77,6 +84,7 @@ lint: $(STAMP)
 
 # Speed goals, each printed as a ratio against the peer measured in the same run (not pass/fail tests).
 bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_threads.py
 	$(BIN)/python benchmarks/bench_attention.py
 	$(BIN)/python benchmarks/bench_tokenizers.py
 	$(BIN)/python benchmarks/bench_gpt.py

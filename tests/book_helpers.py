@@ -34,7 +34,7 @@ def write_book(root: Path, pages: dict[str, str]) -> Path:
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     config.pop("bibtex_bibfiles", None)  # a throwaway book cites nothing
     config["sphinx"]["config"].pop("bibtex_reference_style", None)
-    config["sphinx"]["local_extensions"] = {"book_report": str(ROOT / "tools")}
+    config["sphinx"]["local_extensions"] = {name: str(ROOT / "tools") for name in config["sphinx"]["local_extensions"]}
     (root / "_config.yml").write_text(yaml.safe_dump(config))
     shutil.copytree(ROOT / "book" / "_static", root / "book" / "_static")  # the config's stylesheet and favicon
     names = list(pages)
@@ -47,9 +47,9 @@ def write_book(root: Path, pages: dict[str, str]) -> Path:
     return root
 
 
-def build(root: Path) -> subprocess.CompletedProcess:
+def build(root: Path, *options: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "build_book.py"), str(root)], capture_output=True, text=True
+        [sys.executable, str(ROOT / "tools" / "build_book.py"), *options, str(root)], capture_output=True, text=True
     )
 
 

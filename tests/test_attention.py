@@ -145,8 +145,9 @@ def test_mha_matches_torch_self_attention(masked):
     expected, expected_weights = theirs(x, x, x, **extra)  # weights averaged over heads by default
     assert torch.allclose(out, expected, atol=1e-5)
     assert torch.allclose(weights.mean(dim=1), expected_weights, atol=1e-5)
-    ours.fused = True
-    assert torch.allclose(ours(x, mask=mask), expected, atol=1e-5)
+    assert torch.allclose(ours(x, mask=mask), expected, atol=1e-5)  # without weights: torch's fused kernel
+    ours.fused = False
+    assert torch.allclose(ours(x, mask=mask), expected, atol=1e-5)  # the written-out function
 
 
 def test_mha_matches_torch_cross_attention():
@@ -191,13 +192,42 @@ def test_mha_matches_torch_cross_attention():
             ValueError,
             r"mask of shape \(4, 4\) does not broadcast",
         ),
-        (
-            lambda: MultiHeadAttention(8, 2, fused=True)(torch.randn(2, 5, 8), return_weights=True),
-            ValueError,
-            "fused=False",
-        ),
     ],
 )
 def test_mha_rejects_bad_input(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize(("t_q", "t_k", "lengths"), [(5, 5, None), (5, 5, [3, 5]), (2, 5, None), (2, 5, [4, 5])])
+def test_causal_flag_is_the_causal_mask(fused, t_q, t_k, lengths):
+    """causal=True gives what the explicit causal mask gives: as torch's is_causal flag when the mask is square and
+    alone (the fused path), built out when the queries are the last t_q of t_k keys (a cache) or a padding mask
+    comes too."""
+    attention = MultiHeadAttention(d_model=12, n_heads=3).eval()
+    attention.fused = fused
+    query, memory = torch.randn(B, t_q, 12), torch.randn(B, t_k, 12)
+    padding = None if lengths is None else padding_mask(torch.tensor(lengths))
+    expected = attention(query, memory, mask=combine_masks(padding, causal_mask(t_q, t_k)))
+    assert torch.allclose(attention(query, memory, mask=padding, causal=True), expected, atol=1e-6)
+
+
+def test_weights_asked_of_a_fused_attention_come_from_the_written_out_path():
+    attention = MultiHeadAttention(d_model=8, n_heads=2).eval()
+    x = torch.randn(B, T, 8)
+    assert attention.fused  # the default: the weights are never built unless asked for
+    output, weights = attention(x, causal=True, return_weights=True)
+    assert torch.allclose(weights.sum(-1), torch.ones(B, 2, T))
+    assert torch.equal(weights.triu(diagonal=1), torch.zeros_like(weights))  # nothing read from later positions
+    assert torch.allclose(output, attention(x, causal=True), atol=1e-6)
+
+
+def test_fused_attention_gives_zeros_for_a_query_with_no_key():
+    attention = MultiHeadAttention(d_model=8, n_heads=2).eval()
+    x, mask = torch.randn(1, T, 8), torch.ones(T, T, dtype=torch.bool)
+    mask[2] = False  # query 2 may attend nothing: it reads zeros, so its output is the output projection's bias
+    fused = attention(x, mask=mask)
+    attention.fused = False
+    assert torch.allclose(fused, attention(x, mask=mask), atol=1e-6)
+    assert torch.allclose(fused[0, 2], attention.out_proj.bias)

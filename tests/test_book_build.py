@@ -6,12 +6,14 @@ not just the driver's arithmetic.
 
 import json
 import re
+from pathlib import Path
 
 import nbformat
 import pytest
 import yaml
 
 from book_helpers import build, page, write_book
+from minformers.train import lib_source_digest
 
 pytestmark = pytest.mark.slow
 
@@ -110,3 +112,54 @@ print({n})
     ids = re.findall(r'\bid="([^"]+)"', (tmp_path / "_build" / "html" / "index.html").read_text())
     assert {"exercise-content-1", "exercise-content-2", "solution-content-1", "solution-content-2"} <= set(ids)
     assert len(ids) == len(set(ids)), sorted(name for name in set(ids) if ids.count(name) > 1)
+
+
+def counting_page(counter: Path, code: str = "print('hello')") -> str:
+    """A page that appends a line to `counter` each time it is executed, so a test can count its executions."""
+    return page(f"with open({str(counter)!r}, 'a') as file:\n    file.write('run\\n')\n{code}")
+
+
+def runs(counter: Path) -> int:
+    return len(counter.read_text().splitlines()) if counter.exists() else 0
+
+
+def test_make_book_executes_again_only_the_pages_whose_code_changed(tmp_path):
+    book, counters = tmp_path / "book", {name: tmp_path / f"{name}.count" for name in ("index", "a", "b")}
+    book.mkdir()
+    write_book(book, {name: counting_page(counter) for name, counter in counters.items()})
+    for _ in range(2):
+        result = build(book, "--reuse")
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert {name: runs(counter) for name, counter in counters.items()} == {"index": 1, "a": 1, "b": 1}
+    (book / "b.md").write_text(counting_page(counters["b"], "print('changed')"))
+    (book / "a.md").write_text(counting_page(counters["a"]) + "\nProse changed, code not.\n")
+    assert build(book, "--reuse").returncode == 0
+    assert {name: runs(counter) for name, counter in counters.items()} == {"index": 1, "a": 1, "b": 2}
+    assert "changed" in (book / "_build" / "html" / "b.html").read_text()
+    assert "Prose changed" in (book / "_build" / "html" / "a.html").read_text()
+    # The cache is named after the lib's source, so that any change to the lib executes every page again.
+    assert [path.name for path in (book / "_build" / ".jupyter_cache").iterdir()] == [f"lib-{lib_source_digest()[:16]}"]
+    # make test's build (no option) executes every page, whatever the cache holds.
+    assert build(book).returncode == 0
+    assert {name: runs(counter) for name, counter in counters.items()} == {"index": 2, "a": 2, "b": 3}
+
+
+def test_make_page_executes_one_page_and_reports_it_against_its_budget(tmp_path):
+    book, counters = tmp_path / "book", {name: tmp_path / f"{name}.count" for name in ("index", "a", "b")}
+    book.mkdir()
+    write_book(book, {name: counting_page(counter) for name, counter in counters.items()})
+    result = build(book, "--page", "a.md")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert {name: runs(counter) for name, counter in counters.items()} == {"index": 0, "a": 1, "b": 0}
+    table = result.stdout.split("Execution time per page")[1]
+    assert re.search(r"\ba\s+\d+\.\d\s+120\s+ok", table) and "index" not in table
+    page_html = book / "_build" / "page" / "_build" / "html" / "a.html"
+    assert page_html.exists() and f"The site is at {page_html}" in result.stdout
+    assert "hello" in page_html.read_text()
+    assert not (book / "_build" / "html").exists()  # the full site, if any, is left alone
+
+
+def test_make_page_names_the_pages_when_given_an_unknown_one(tmp_path):
+    write_book(tmp_path, {"index": page("print(1)"), "a": page("print(2)")})
+    result = build(tmp_path, "--page", "nope")
+    assert result.returncode != 0 and "no page 'nope'" in result.stderr

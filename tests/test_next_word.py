@@ -177,9 +177,6 @@ def test_attention_to_later_tokens_of_uniform_attention():
     half = torch.ones(3, T, dtype=torch.long)
     half[:, 4:] = 0  # 4 real tokens: the padding is never attended, so (4 - 1) / (2 * 4)
     assert attention_to_later_tokens(model, full, half) == pytest.approx([3 / 8] * 2)
-    model.layers[0].attention.fused = True
-    attention_to_later_tokens(model, full, half)
-    assert model.layers[0].attention.fused  # restored
 
 
 def test_runs_read_the_objectives_pages_blocks_and_models(corpus):

@@ -1,12 +1,13 @@
 """Runtime: seeding makes every generator repeat, and the thread count is what was asked."""
 
+import os
 import random
 
 import numpy as np
 import pytest
 import torch
 
-from minformers.runtime import default_device, seed_everything
+from minformers.runtime import DEFAULT_THREADS, default_device, seed_everything
 
 
 @pytest.fixture(autouse=True)
@@ -22,7 +23,7 @@ def draws():
 
 
 def test_same_seed_same_draws(capsys):
-    info = seed_everything(7)
+    info = seed_everything(7, threads=1)
     first = draws()
     seed_everything(7)
     assert draws() == first
@@ -37,7 +38,11 @@ def test_threads_are_set():
     assert seed_everything(0, threads=2)["threads"] == 2
     assert torch.get_num_threads() == 2
     seed_everything(0)
-    assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == DEFAULT_THREADS
+
+
+def test_default_is_both_cores_of_the_course_machine_and_never_more_than_the_machine_has():
+    assert DEFAULT_THREADS == min(2, os.cpu_count() or 1)
 
 
 def test_default_device():

@@ -64,6 +64,7 @@ def write_timings(app, exception):
             "seconds": data.get("runtime"),
             "succeeded": data.get("succeeded"),
             "error": data.get("error"),
+            "method": data.get("method"),  # "force", or "cache" in a --reuse build (the seconds are then recorded ones)
         }
     path = Path(app.outdir).parent / "timings.json"
     path.write_text(json.dumps(timings, indent=2) + "\n")

@@ -1,13 +1,23 @@
 """Build the book, print each page's execution time, and fail on any error or blown budget.
 
-    python tools/build_book.py [BOOK_ROOT]
+    python tools/build_book.py [BOOK_ROOT]                 every page executed, from clean (make test, CI)
+    python tools/build_book.py --reuse [BOOK_ROOT]         pages unchanged since the last such build reuse their
+                                                           outputs (make book)
+    python tools/build_book.py --page NAME [BOOK_ROOT]     only book/NAME.md executed, the site in _build/page/
+                                                           (make page PAGE=NAME)
 
-Runs `jupyter-book build --all -W -n --keep-going`, so every page is executed and any failing cell or Sphinx
-warning fails the build. Then it reads `_build/timings.json` (written by tools/book_report.py) and checks:
+Runs `jupyter-book build --all -W -n --keep-going`, so every page is read again and any failing cell or Sphinx warning
+fails the build. Then it reads `_build/timings.json` (written by tools/book_report.py) and checks:
 - each page against its budget: 120 s, or the `mystnb: {execution_timeout: N}` in its front matter (N <= 300);
 - the whole book against 30 minutes.
+
+With --reuse, a page is executed again only when its code or the lib changed (tools/execution_mode.py): its outputs
+and its recorded time come from a jupyter-cache kept per lib digest, and the checkpoints that pages share are kept.
+With --page, the page trains whatever earlier pages' checkpoints it needs and finds absent, as it does when a
+learner runs it alone.
 """
 
+import argparse
 import json
 import os
 import shutil
@@ -67,22 +77,55 @@ def check_timings(root: Path, timings: dict) -> tuple[list[str], str]:
     return problems, "\n".join([header, *rows, footer])
 
 
-def build(root: Path) -> int:
+def execution_cache(root: Path) -> Path:
+    """The jupyter-cache for --reuse builds: one per lib digest, older ones removed (their outputs are stale)."""
+    from minformers.train import lib_source_digest
+
+    caches = root / "_build" / ".jupyter_cache"
+    current = caches / f"lib-{lib_source_digest()[:16]}"
+    for stale in caches.glob("lib-*"):
+        if stale != current:
+            shutil.rmtree(stale)
+    return current
+
+
+def page_docname(root: Path, name: str) -> str:
+    """'bert', 'book/bert' or 'book/bert.md' -> 'book/bert', for a page that exists."""
+    docname = name.removesuffix(".md")
+    if not docname.startswith("book/") and (root / "book" / f"{docname}.md").exists():
+        docname = f"book/{docname}"
+    if not (root / f"{docname}.md").exists():
+        pages = sorted(path.stem for path in (root / "book").glob("*.md"))
+        raise SystemExit(f"no page {name!r}: PAGE must be one of {', '.join(pages)}")
+    return docname
+
+
+def build(root: Path, reuse: bool = False, page: str | None = None) -> int:
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
-    # Pages share trained models through _build/checkpoints within one build; a new build retrains them all.
-    shutil.rmtree(root / "_build" / "checkpoints", ignore_errors=True)
+    environment = {**os.environ, "MINFORMERS_BUILD": "1"}  # training loops print a line per evaluation, not a bar
+    output = root
+    if page:
+        environment["MINFORMERS_ONLY_PAGE"] = page = page_docname(root, page)
+        output = root / "_build" / "page"
+    elif reuse:
+        environment["MINFORMERS_EXECUTION_CACHE"] = str(execution_cache(root))
+    else:
+        # Pages share trained models through _build/checkpoints within one build; a new build retrains them all.
+        shutil.rmtree(root / "_build" / "checkpoints", ignore_errors=True)
     started = time.perf_counter()
-    # Pages see MINFORMERS_BUILD: training loops then print a line per evaluation instead of redrawing a bar.
-    environment = {**os.environ, "MINFORMERS_BUILD": "1"}
-    command = [str(jupyter_book), "build", "--all", "-W", "-n", "--keep-going", str(root)]
+    command = [str(jupyter_book), "build", "--all", "-W", "-n", "--keep-going", "--path-output", str(output),
+               str(root)]
     result = subprocess.run(command, env=environment)
     wall = time.perf_counter() - started
 
-    timings_file = root / "_build" / "timings.json"
+    timings_file = output / "_build" / "timings.json"
     if not timings_file.exists():
         print(f"\nbuild failed before any page was timed (exit {result.returncode})", file=sys.stderr)
         return result.returncode or 1
-    problems, table = check_timings(root, json.loads(timings_file.read_text()))
+    timings = json.loads(timings_file.read_text())
+    if page:
+        timings = {page: timings[page]}
+    problems, table = check_timings(root, timings)
     print(f"\nExecution time per page (also in {timings_file}):\n{table}\nbuild wall time: {wall:.0f} s")
 
     if result.returncode != 0:
@@ -91,10 +134,15 @@ def build(root: Path) -> int:
         print(f"ERROR: {problem}", file=sys.stderr)
     if problems:
         return 1
-    print(f"\nThe site is at {(root / '_build' / 'html' / 'index.html').resolve()}")
+    site = output / "_build" / "html" / (f"{page}.html" if page else "index.html")
+    print(f"\nThe site is at {site.resolve()}" + (" (only this page was executed)" if page else ""))
     return 0
 
 
 if __name__ == "__main__":
-    book_root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent
-    sys.exit(build(book_root.resolve()))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("root", nargs="?", type=Path, default=Path(__file__).resolve().parent.parent)
+    parser.add_argument("--reuse", action="store_true", help="reuse outputs of pages whose code and lib are unchanged")
+    parser.add_argument("--page", help="execute only this page (e.g. bert); the site around it goes to _build/page")
+    arguments = parser.parse_args()
+    sys.exit(build(arguments.root.resolve(), reuse=arguments.reuse, page=arguments.page))

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from minformers.masks import causal_mask, combine_masks
 from minformers.validation import check_size
 
 
@@ -74,10 +75,12 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0, training=Fal
 class MultiHeadAttention(nn.Module):
     """H attention heads in parallel, each on its own D = C / H slice of learned projections.
 
-    ``fused=True`` calls ``torch.nn.functional.scaled_dot_product_attention`` instead of the function
-    above: same result, faster, but the weights are not available. It is a plain attribute, so it can
-    be flipped on a built model. Parameters match ``torch.nn.MultiheadAttention`` once its
-    ``in_proj_weight`` is split into the q, k, v rows.
+    The attention itself runs in PyTorch's fused kernel (``torch.nn.functional.scaled_dot_product_attention``)
+    unless the weights are asked for: same result, without materialising the (T_q, T_k) weights, and given
+    ``causal=True`` it also skips the scores above the diagonal. ``fused=False`` always takes the written-out
+    function above, the one the attention chapter teaches; it is a plain attribute, so it can be flipped on a
+    built model. Parameters match ``torch.nn.MultiheadAttention`` once its ``in_proj_weight`` is split into the
+    q, k, v rows.
 
     >>> attention = MultiHeadAttention(d_model=8, n_heads=2)
     >>> attention(torch.randn(3, 5, 8)).shape  # (B, T, C) -> (B, T, C)
@@ -85,7 +88,7 @@ class MultiHeadAttention(nn.Module):
     """
 
     def __init__(
-        self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, fused: bool = False
+        self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, fused: bool = True
     ):
         super().__init__()
         check_size("d_model", d_model)
@@ -112,11 +115,13 @@ class MultiHeadAttention(nn.Module):
         x = x.view(B, T, self.n_heads, self.head_dim)  # (B, T, C) -> (B, T, H, D)
         return x.transpose(1, 2)  # (B, T, H, D) -> (B, H, T, D)
 
-    def forward(self, query, key=None, value=None, mask=None, return_weights=False, cache=None, cache_layer=0):
+    def forward(self, query, key=None, value=None, mask=None, causal=False, return_weights=False, cache=None,
+                cache_layer=0):
         """query: (B, T_q, C); key, value: (B, T_k, C). Returns (B, T_q, C) [, weights (B, H, T_q, T_k)].
 
         Self-attention when ``key`` is None; ``value`` defaults to ``key`` (cross-attention reads
-        one memory for both). ``mask`` is bool, broadcastable to (B, H, T_q, T_k).
+        one memory for both). ``mask`` is bool, broadcastable to (B, H, T_q, T_k). ``causal=True`` adds the
+        causal mask (the queries are the last T_q of the T_k positions, as in ``masks.causal_mask``).
         With a ``cache`` (``minformers.kv_cache.KVCache``), the new keys and values are appended to layer
         ``cache_layer``'s and the queries attend over all of them; ``mask`` must then cover every cached key.
         """
@@ -129,23 +134,30 @@ class MultiHeadAttention(nn.Module):
                 f"query, key, value must share B, and key, value T_k: got {tuple(query.shape)}, "
                 f"{tuple(key.shape)}, {tuple(value.shape)}"
             )
-        if return_weights and self.fused:
-            raise ValueError("return_weights=True needs fused=False: the fused kernel hides the weights")
         q = self._split_heads(self.q_proj(query))  # (B, T_q, C) -> (B, H, T_q, D)
         k = self._split_heads(self.k_proj(key))  # (B, T_k, C) -> (B, H, T_k, D)
         v = self._split_heads(self.v_proj(value))  # (B, T_k, C) -> (B, H, T_k, D)
         if cache is not None:
             k, v = cache.update(cache_layer, k, v)  # (B, H, T_cached + T_k, D): the new keys after the old
+        T_q, T_k = q.shape[-2], k.shape[-2]
+        # torch's is_causal aligns the queries with the first keys, not the last: only a square causal mask with
+        # nothing else to combine is passed as the flag; any other is built out.
+        causal_flag = causal and mask is None and T_q == T_k
+        if causal and not causal_flag:
+            mask = combine_masks(mask, causal_mask(T_q, T_k, device=q.device))
         dropout_p = self.dropout if self.training else 0.0
         weights = None
-        if self.fused:
+        if self.fused and not return_weights:
             _check_attention_inputs(q, k, v, mask, dropout_p)
-            output = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+            output = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+                                                    is_causal=causal_flag)
         else:
+            if causal_flag:
+                mask = causal_mask(T_q, T_k, device=q.device)
             output, weights = scaled_dot_product_attention(
                 q, k, v, mask=mask, dropout_p=dropout_p, training=self.training, return_weights=True
             )
-        B, _, T_q, _ = output.shape
+        B = output.shape[0]
         output = output.transpose(1, 2)  # (B, H, T_q, D) -> (B, T_q, H, D)
         output = self.out_proj(output.reshape(B, T_q, self.d_model))  # (B, T_q, H, D) -> (B, T_q, C)
         return (output, weights) if return_weights else output

@@ -21,7 +21,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from minformers.blocks import ACTIVATIONS, TransformerBlock
-from minformers.masks import causal_mask, combine_masks
 from minformers.positions import LearnedPositions
 from minformers.validation import check_size
 
@@ -281,11 +280,9 @@ class BertModel(nn.Module):
         ``causal=True`` adds GPT's causal mask: position t reads tokens 0..t only (BERT as a next-word predictor)."""
         x = self.embeddings(input_ids, segment_ids)  # (B, T) -> (B, T, C)
         mask = None if attention_mask is None else attention_mask_to_bool(attention_mask, input_ids)
-        if causal:  # (B, 1, 1, T) & (T, T) -> (B, 1, T, T): a real key is read only by the queries at or after it
-            mask = combine_masks(mask, causal_mask(input_ids.shape[1], device=input_ids.device))
         all_hidden_states = [x] if return_all_hidden_states else None
         for layer in self.layers:
-            x = layer(x, mask=mask)
+            x = layer(x, mask=mask, causal=causal)  # causal: a real key is read only by the queries at or after it
             if return_all_hidden_states:
                 all_hidden_states.append(x)
         pooled = torch.tanh(self.pooler(x[:, 0]))  # (B, C): position 0 holds [CLS]

@@ -73,9 +73,10 @@ class TransformerBlock(nn.Module):
         self.feed_forward_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.dropout = nn.Dropout(dropout)  # on the attention sublayer's output; FeedForward has its own
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, cache=None, cache_layer: int = 0
-                ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, causal: bool = False, cache=None,
+                cache_layer: int = 0) -> torch.Tensor:
         """x: (B, T, C); mask: bool, True = may attend, broadcastable to (B, H, T, T_k). Returns (B, T, C).
+        ``causal=True`` adds the causal mask (see ``MultiHeadAttention``).
 
         ``cache``, a ``KVCache``, makes the attention also read the keys and values of earlier calls (decoding);
         ``cache_layer`` is this block's index in it.
@@ -84,7 +85,7 @@ class TransformerBlock(nn.Module):
             raise ValueError(f"x must have shape (B, T, {self.d_model}) (d_model), got {tuple(x.shape)}")
 
         def attend(h: torch.Tensor) -> torch.Tensor:
-            return self.dropout(self.attention(h, mask=mask, cache=cache, cache_layer=cache_layer))
+            return self.dropout(self.attention(h, mask=mask, causal=causal, cache=cache, cache_layer=cache_layer))
 
         if self.norm_first:
             x = x + attend(self.attention_norm(x))

@@ -22,7 +22,6 @@ from torch import nn
 
 from minformers.blocks import ACTIVATIONS, TransformerBlock
 from minformers.kv_cache import KVCache
-from minformers.masks import causal_mask
 from minformers.positions import LearnedPositions
 from minformers.validation import check_size
 
@@ -164,9 +163,8 @@ class GPT(nn.Module):
             raise ValueError(f"{offset} cached + {T} new tokens exceed the context of max_len={self.config.max_len}")
         x = self.token_embedding(input_ids) + self.position_embedding(T, offset)  # (B, T, C) + (T, C)
         x = self.dropout(x)
-        mask = causal_mask(T, offset + T, device=input_ids.device)  # (T, T_k): position offset + i sees keys <= it
         for index, layer in enumerate(self.layers):
-            x = layer(x, mask=mask, cache=cache, cache_layer=index)
+            x = layer(x, causal=True, cache=cache, cache_layer=index)  # position offset + i sees keys <= it
         return x if self.final_norm is None else self.final_norm(x)
 
     def forward(self, input_ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:

@@ -21,7 +21,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minformers.attention import scaled_dot_product_attention
 from minformers.kv_cache import KVCache
 from minformers.masks import causal_mask
 from minformers.validation import check_size
@@ -218,7 +217,8 @@ class GroupedQueryAttention(nn.Module):
         self.out_proj = nn.Linear(H * D, C, bias=False)
 
     def forward(self, x, positions, mask, cache: KVCache | None = None, layer_index: int = 0) -> torch.Tensor:
-        """x: (B, T, C); positions: (T,) absolute; mask: (T, S) bool. Returns (B, T, C)."""
+        """x: (B, T, C); positions: (T,) absolute; mask: (T, S) bool, or None for the plain causal mask (T = S),
+        which torch's fused kernel applies without building it. Returns (B, T, C)."""
         B, T, _ = x.shape
         H, H_kv, D = self.config.n_heads, self.config.n_kv_heads, self.config.head_dim
         q = self.q_proj(x).view(B, T, H, D).transpose(1, 2)  # (B, T, H*D) -> (B, T, H, D) -> (B, H, T, D)
@@ -227,12 +227,10 @@ class GroupedQueryAttention(nn.Module):
         q, k = apply_rope(q, k, positions, self.config.rope_theta)
         if cache is not None:
             k, v = cache.update(layer_index, k, v)  # cached keys are already turned: (B, H_kv, S, D)
-        # Query head h reads key/value head h // G (HF's order). Splitting H into (H_kv, G) and broadcasting k and v
-        # over G shares them without copying. The written-out attention, not torch's fused kernel: it is the lib's
-        # one attention function, tested against torch's, and at this course's lengths it costs little extra.
-        q = q.view(B, H_kv, H // H_kv, T, D)  # (B, H, T, D) -> (B, H_kv, G, T, D)
-        output = scaled_dot_product_attention(q, k[:, :, None], v[:, :, None], mask=mask)  # (B, H_kv, G, T, D)
-        output = output.reshape(B, H, T, D).transpose(1, 2)  # (B, H_kv, G, T, D) -> (B, H, T, D) -> (B, T, H, D)
+        # Query head h reads key/value head h // G (HF's order): torch's enable_gqa shares each key/value head with
+        # its G = H / H_kv consecutive query heads, without copying them G times.
+        output = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None, enable_gqa=True)
+        output = output.transpose(1, 2)  # (B, H, T, D) -> (B, T, H, D)
         return self.out_proj(output.reshape(B, T, H * D))  # (B, T, H, D) -> (B, T, C)
 
 
@@ -304,7 +302,8 @@ class LlamaForCausalLM(nn.Module):
             raise ValueError(f"input_ids of length {T} after {offset} cached tokens need {offset + T} positions, "
                              f"more than max_len={config.max_len}")
         positions = torch.arange(offset, offset + T, device=input_ids.device)  # (T,) absolute positions
-        mask = causal_mask(T, offset + T, device=input_ids.device)  # (T, S): the new tokens are the last T of S
+        # (T, S): the new tokens are the last T of S. None, with nothing cached, is the square causal mask.
+        mask = None if offset == 0 else causal_mask(T, offset + T, device=input_ids.device)
         x = self.token_embedding(input_ids)  # (B, T) -> (B, T, C)
         for layer_index, layer in enumerate(self.layers):
             x = layer(x, positions, mask, cache, layer_index)

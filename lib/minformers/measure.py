@@ -84,9 +84,12 @@ def training_flops(model: torch.nn.Module, loss_for_batch: Callable, batch) -> i
     That is 2 x 4 x 10 x 20 forward, and as many again for the weight's gradient; the input needs no gradient, so
     the backward pass here costs one forward, not the usual two.
     """
+    from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode  # imported here: only the pages that count FLOPs need it
 
-    with FlopCounterMode(display=False) as counter:
+    # The counter does not see inside torch's fused CPU attention kernel; its math backend runs the same attention as
+    # matmuls it does count (all of them: the causal half that the fused kernel skips is counted too).
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         output = loss_for_batch(model, batch)
         (output["loss"] if isinstance(output, dict) else output).backward()
     model.zero_grad(set_to_none=True)

@@ -229,11 +229,7 @@ def attention_to_later_tokens(bert: BertModel, input_ids: torch.Tensor, attentio
     keys = real[:, None, None, :]  # (B, 1, 1, T): padding is never attended, as in BertModel
     x, shares = bert.embeddings(input_ids), []  # (B, T, C)
     for layer in bert.layers:
-        fused, layer.attention.fused = layer.attention.fused, False  # the fused kernel hides the weights
-        try:
-            _, weights = layer.attention(x, mask=keys, return_weights=True)  # (B, H, T, T)
-        finally:
-            layer.attention.fused = fused
+        _, weights = layer.attention(x, mask=keys, return_weights=True)  # (B, H, T, T)
         share = (weights * later).sum(-1).mean(1)  # (B, H, T) -> (B, T): per query, the weight on later keys
         shares.append(share[real].mean().item())
         x = layer(x, mask=keys)  # post-LN: the block's attention read x itself, as above

@@ -43,6 +43,8 @@ from safetensors.torch import save_file
 
 from minformers.validation import check_size
 
+LIB = Path(__file__).resolve().parent  # the minformers package, whose source keys checkpoints and the book's cache
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -232,11 +234,17 @@ def checkpoint_path(name: str, settings: dict, suffix: str = ".safetensors") -> 
     >>> checkpoint_path("tiny-bert", {"d_model": 128}).name.startswith("tiny-bert-")
     True
     """
-    lib = Path(__file__).resolve().parent
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
-    for source in sorted(lib.glob("*.py")):
-        digest.update(source.read_bytes())
-    return lib.parents[1] / "_build" / "checkpoints" / f"{name}-{digest.hexdigest()[:16]}{suffix}"
+    digest.update(lib_source_digest().encode())
+    return LIB.parents[1] / "_build" / "checkpoints" / f"{name}-{digest.hexdigest()[:16]}{suffix}"
+
+
+def lib_source_digest() -> str:
+    """sha256 of every source file of the lib, in a fixed order: it changes whenever any of them does."""
+    digest = hashlib.sha256()
+    for source in sorted(LIB.rglob("*.py")):
+        digest.update(source.relative_to(LIB).as_posix().encode() + b"\0" + source.read_bytes())
+    return digest.hexdigest()
 
 
 def load_weights(model: torch.nn.Module, path: str | Path) -> torch.nn.Module:

@@ -108,8 +108,11 @@ class DecoderBlock(nn.Module):
             return self.dropout(self.self_attention(h, mask=self_mask, cache=cache, cache_layer=cache_layer))
 
         def cross_attend(h):
+            if not keep_weights:  # without the weights, the attention runs in torch's fused kernel
+                self.cross_weights = None
+                return self.dropout(self.cross_attention(h, memory, mask=memory_mask))
             output, weights = self.cross_attention(h, memory, mask=memory_mask, return_weights=True)
-            self.cross_weights = weights.detach() if keep_weights else None
+            self.cross_weights = weights.detach()
             return self.dropout(output)
 
         sublayers = ((self_attend, self.self_attention_norm), (cross_attend, self.cross_attention_norm),

@@ -1,0 +1,38 @@
+"""Sphinx extension: which pages a build executes, as tools/build_book.py asks through the environment.
+
+Loaded through `sphinx.local_extensions` in _config.yml. With neither variable set, _config.yml's
+`execute_notebooks: force` stands and every page is executed: `make test` and CI always build that way.
+
+- MINFORMERS_EXECUTION_CACHE=<folder> (`make book`): myst-nb's cache mode, with its jupyter-cache in that folder. A
+  page is executed again only when its code changed; build_book.py names the folder after the lib's source digest,
+  so a change to the lib starts an empty cache and every page runs again.
+- MINFORMERS_ONLY_PAGE=<docname> (`make page`): only that page is executed; the others are rendered without outputs.
+"""
+
+import os
+from pathlib import Path
+
+
+def choose_execution(app, config):
+    cache = os.environ.get("MINFORMERS_EXECUTION_CACHE")
+    if cache:
+        config.nb_execution_mode = "cache"
+        config.nb_execution_cache_path = cache
+    only = os.environ.get("MINFORMERS_ONLY_PAGE")
+    if only:
+        others = sorted(set(_pages(Path(app.srcdir))) - {only})
+        config.nb_execution_excludepatterns = [f"{name}.md" for name in others]
+
+
+def _pages(root: Path):
+    """Docnames of the MyST files under `root`, outside hidden and underscore folders (.venv, _build, _static)."""
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = [name for name in subfolders if not name.startswith((".", "_"))]
+        for name in files:
+            if name.endswith(".md"):
+                yield (Path(folder) / name).relative_to(root).with_suffix("").as_posix()
+
+
+def setup(app):
+    app.connect("config-inited", choose_execution)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
