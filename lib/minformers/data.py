@@ -108,7 +108,11 @@ def fetch(artifact: Artifact) -> Path:
         if actual != artifact.sha256:
             raise DataUnavailable(f"{spec}: sha256 is {actual}, expected {artifact.sha256}")
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(downloaded, target)
+        # Copied beside the target, then renamed over it in one step: a process that runs at the same time (two
+        # notebooks, two test workers) sees the whole verified file or none.
+        partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+        shutil.move(downloaded, partial)
+        os.replace(partial, target)
     return target
 
 
@@ -124,19 +128,28 @@ def _members(archive: Path) -> list[tuple[str, object]]:
 def extract(artifact: Artifact, folder: str) -> Path:
     """Extract the members of `artifact` under `folder` (a path inside the archive) and return their directory."""
     destination = cache_dir() / f"{artifact.package}-{artifact.version}" / folder
-    done_marker = destination / ".complete"
-    if done_marker.exists():
+    if (destination / ".complete").exists():
         return destination
     prefix = folder.rstrip("/") + "/"
     members = [(name, opener) for name, opener in _members(fetch(artifact)) if name.startswith(prefix)]
     if not members:
         raise DataUnavailable(f"{artifact.filename} has no files under {folder!r}")
+    # Extracted into a folder of this process's own, then renamed into place whole, so that a process extracting
+    # the same files at the same time never reads a half-written one.
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{destination.name}-", dir=destination.parent))
     for name, opener in members:
-        path = destination / name[len(prefix) :]
+        path = scratch / name[len(prefix) :]
         path.parent.mkdir(parents=True, exist_ok=True)
         with opener() as source, open(path, "wb") as sink:
             shutil.copyfileobj(source, sink)
-    done_marker.touch()
+    (scratch / ".complete").touch()
+    if destination.exists() and not (destination / ".complete").exists():
+        shutil.rmtree(destination, ignore_errors=True)  # left half-done by an interrupted extraction
+    try:
+        scratch.rename(destination)
+    except OSError:  # another process put its complete copy there first
+        shutil.rmtree(scratch, ignore_errors=True)
     return destination
 
 

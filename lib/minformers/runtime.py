@@ -4,6 +4,7 @@ The course machines have 2 cores. ``make bench`` (benchmarks/bench_threads.py) t
 train on 1 and on 2 threads: 2 win for each, a training step 1.3-1.8x faster. So every page runs on 2 threads
 (``DEFAULT_THREADS``), or on fewer where the machine has fewer cores; the exception is work split across processes
 (the scaling sweep's two workers, the distributed page's two ranks), where each process takes one thread.
+The environment variable MINFORMERS_THREADS overrides the default: `make test` sets it to 1 for its two test workers.
 """
 
 import os
@@ -15,7 +16,7 @@ import torch
 
 from minformers.validation import check_size
 
-DEFAULT_THREADS = min(2, os.cpu_count() or 1)  # measured: see the module's docstring
+DEFAULT_THREADS = int(os.environ.get("MINFORMERS_THREADS", min(2, os.cpu_count() or 1)))  # see the docstring
 
 # In a notebook without ipywidgets, tqdm.auto warns and falls back to a text progress bar. The text bar is
 # what we want (it also renders on the website), so the warning is only noise in every page's output.
