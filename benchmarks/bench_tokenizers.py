@@ -8,7 +8,7 @@ pretokens. HF breaks ties between equally frequent pairs by its own rule, so the
 tie that the two rules break differently.
 
 Encoding: the first 1,000,000 characters of the 42 works in alphabetical order, with GPT-2's vocab and merges, in
-one call each. Ours is timed with a fresh pretoken cache ("cold": every distinct word is merged once) and with the
+one call each. Ours is timed with a fresh pretoken cache ("cold": every distinct word is encoded once) and with the
 cache filled by an earlier call ("warm"); HF tokenizers keeps its own word cache between calls, tiktoken has none.
 Times are medians of REPEATS runs after one warm-up run; every ratio compares timings taken in this same run.
 
@@ -95,7 +95,8 @@ def main() -> None:
     print(f"  {'HF tokenizers':<16} {hf_train:>8.3f} {len(hf_merges):>7}")
     print(f"  ours / HF = {ours_train / hf_train:.1f}x the time; merges identical up to rank "
           f"{len(ours_merges) if agree is None else agree}")
-    print(f"  goal ours <= {TRAIN_GOAL_SECONDS} s: {goal(ours_train <= TRAIN_GOAL_SECONDS)}")
+    print(f"  goal: ours <= {TRAIN_GOAL_SECONDS} s, measured {ours_train:.3f} s: "
+          f"{goal(ours_train <= TRAIN_GOAL_SECONDS)}")
     print()
     print(f"Encoding: {encode_mb:.2f} MB of Shakespeare with GPT-2's merges (ours == tiktoken ids: checked)")
     print(f"  {'':<20} {'seconds':>8} {'MB/s':>7} {'vs tiktoken':>12} {'vs HF':>7}")
@@ -104,7 +105,9 @@ def main() -> None:
         print(f"  {name:<20} {seconds:>8.3f} {encode_mb / seconds:>7.2f} "
               f"{tiktoken_time / seconds:>11.2f}x {hf_time / seconds:>6.2f}x")
     print(f"  (ratios are throughput / peer's throughput; HF ids == tiktoken ids: {hf_same})")
-    print(f"  goal ours (cold) >= {ENCODE_GOAL_MB_PER_S} MB/s: {goal(encode_mb / ours_cold >= ENCODE_GOAL_MB_PER_S)}")
+    cold_mb_per_s = encode_mb / ours_cold
+    print(f"  goal: ours (cold) >= {ENCODE_GOAL_MB_PER_S} MB/s, measured {cold_mb_per_s:.2f} MB/s: "
+          f"{goal(cold_mb_per_s >= ENCODE_GOAL_MB_PER_S)}")
 
 
 if __name__ == "__main__":

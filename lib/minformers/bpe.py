@@ -58,25 +58,19 @@ def _check_bpe_special_tokens(special_tokens: Iterable[str]) -> tuple[str, ...]:
     return special_tokens
 
 
-def _count_pairs(word: list[int], weight: int, pair_counts: Counter, changed: set) -> None:
-    """Add `weight` to the count of each adjacent pair in `word` (a negative weight takes it away)."""
-    for pair in pairwise(word):
-        pair_counts[pair] += weight
-        changed.add(pair)
-        if pair_counts[pair] == 0:
-            del pair_counts[pair]  # so that the most frequent pair is always one that still occurs
+_REVERSED_BYTES = bytes(range(255, -1, -1))  # byte b -> 255 - b, for bytes.translate
 
 
-class _GreatestFirst:
-    """Heap key for a pair's bytes under which the greatest comes first (heapq pops the smallest item)."""
+def _greatest_first(token: bytes) -> str:
+    """A sort key under which tokens come in descending byte order, so that heapq (smallest first) pops the greatest.
 
-    __slots__ = ("pair_bytes",)
+    Each byte b becomes the character 255 - b, and an end mark above them all puts a token after the longer tokens it
+    begins (b"a" < b"ab", so b"ab" must come first). A plain str, so the heap compares keys without calling Python.
 
-    def __init__(self, pair_bytes: tuple[bytes, bytes]):
-        self.pair_bytes = pair_bytes
-
-    def __lt__(self, other: "_GreatestFirst") -> bool:
-        return self.pair_bytes > other.pair_bytes
+    >>> sorted([b"a", b"ab", b"b", b"a\\x00"], key=_greatest_first)
+    [b'b', b'ab', b'a\\x00', b'a']
+    """
+    return token.translate(_REVERSED_BYTES).decode("latin-1") + "\u0100"
 
 
 def train_bpe(
@@ -113,45 +107,49 @@ def train_bpe(
     vocab |= {first_byte_id + byte: bytes([byte]) for byte in range(256)}
     words = [[first_byte_id + byte for byte in pretoken.encode("utf-8")] for pretoken in frequency]
     weights = list(frequency.values())
-    pair_counts = Counter()  # pair -> occurrences in the corpus
+    pair_counts = defaultdict(int)  # pair -> occurrences in the corpus
     # pair -> indices of the words holding it, so a merge touches only those words. Entries may go stale (the word
     # lost the pair to an earlier merge); merge_pair then changes nothing and the word is skipped.
     words_with = defaultdict(set)
-    changed = set()  # pairs whose count changed since the heap last heard of them
-    for index, word in enumerate(words):
-        _count_pairs(word, weights[index], pair_counts, changed)
+    for index, (word, weight) in enumerate(zip(words, weights, strict=True)):
         for pair in pairwise(word):
+            pair_counts[pair] += weight
             words_with[pair].add(index)
-    # The most frequent pair, greatest bytes first among ties, is on top of a heap. A count change pushes a new
-    # entry rather than updating the old one, so entries whose count no longer matches are skipped when popped.
-    heap = []
-
-    def push_changed() -> None:
-        for pair in changed:
-            if pair in pair_counts:
-                heapq.heappush(heap, (-pair_counts[pair], _GreatestFirst((vocab[pair[0]], vocab[pair[1]])), pair))
-        changed.clear()
-
-    push_changed()
+    # The most frequent pair, greatest bytes first among ties, is on top of a heap of (-count, key of left, key of
+    # right, pair). A count change pushes a new entry rather than updating the old one, so entries whose count no
+    # longer matches are skipped when popped.
+    sort_key = [_greatest_first(vocab[token_id]) for token_id in range(len(vocab))]
+    heap = [(-count, sort_key[left], sort_key[right], (left, right)) for (left, right), count in pair_counts.items()]
+    heapq.heapify(heap)
     merges = []
-    while len(vocab) < vocab_size and pair_counts:
-        while -heap[0][0] != pair_counts.get(heap[0][2]):
+    while len(vocab) < vocab_size:
+        while heap and -heap[0][0] != pair_counts[heap[0][3]]:
             heapq.heappop(heap)
-        pair = heapq.heappop(heap)[2]
+        if not heap:  # no adjacent pair is left: every pretoken is a single token
+            break
+        pair = heapq.heappop(heap)[3]
         new_id = len(vocab)
         merges.append((vocab[pair[0]], vocab[pair[1]]))
         vocab[new_id] = vocab[pair[0]] + vocab[pair[1]]
+        sort_key.append(_greatest_first(vocab[new_id]))
+        change = defaultdict(int)  # pair -> how much this merge changes its count
         for index in words_with.pop(pair):
             word, merged = words[index], merge_pair(words[index], pair, new_id)
             if len(merged) == len(word):
                 continue
-            _count_pairs(word, -weights[index], pair_counts, changed)
-            _count_pairs(merged, weights[index], pair_counts, changed)
+            for old_pair in pairwise(word):
+                change[old_pair] -= weights[index]
             for new_pair in pairwise(merged):
+                change[new_pair] += weights[index]
                 if new_id in new_pair:  # the word's other pairs were already there, and already indexed
                     words_with[new_pair].add(index)
             words[index] = merged
-        push_changed()
+        # Most pairs of a changed word are in it before and after the merge (a change of 0): they keep their entry.
+        for (left, right), delta in change.items():
+            if delta:
+                count = pair_counts[left, right] = pair_counts[left, right] + delta
+                if count > 0:  # a pair that no longer occurs (the merged one, at least) must never be popped
+                    heapq.heappush(heap, (-count, sort_key[left], sort_key[right], (left, right)))
     return vocab, merges
 
 
@@ -211,16 +209,21 @@ class ByteBPETokenizer:
         if missing is not None:
             raise ValueError(f"vocab has no token {missing!r}, which the bytes, merges or special_tokens need")
 
-        self._byte_ids = [id_of[bytes([byte])] for byte in range(256)]
-        # (left id, right id) -> (rank, id of the merged token); the lowest rank was learned first and applies first
-        self._merges = {(id_of[a], id_of[b]): (rank, id_of[a + b]) for rank, (a, b) in enumerate(self.merges)}
-        if len(self._merges) != len(self.merges):
+        single_bytes = [bytes([byte]) for byte in range(256)]
+        self._byte_ids = [id_of[token] for token in single_bytes]
+        # (left id, right id) -> rank, the merge's position in `merges`: the lowest was learned first and applies first
+        self._ranks = {(id_of[a], id_of[b]): rank for rank, (a, b) in enumerate(self.merges)}
+        if len(self._ranks) != len(self.merges):
             raise ValueError("merges must be distinct pairs")
+        self._merged = [((id_of[a], id_of[b]), id_of[a + b]) for a, b in self.merges]  # rank -> (pair, merged id)
+        # bytes -> id, for the single bytes and the tokens that merges make: a pretoken spelled by one of them is it
+        made_by_merges = [left + right for left, right in self.merges]
+        self._whole_tokens = {token: id_of[token] for token in single_bytes + made_by_merges}
         self._special_ids = {token: id_of[token.encode("utf-8")] for token in self.special_tokens}
         # For encode_iterable: the text at the end of a chunk might be the start of a special token.
         self._special_prefixes = {token[:n] for token in self.special_tokens for n in range(1, len(token))}
         self._longest_special = max(map(len, self.special_tokens), default=0)
-        self._cache: dict[str, list[int]] = {}  # pretoken -> ids: most words of a text occur many times
+        self._cache: dict[str, list[int]] = {}  # piece (pretoken or special token) -> its ids
 
     @property
     def vocab_size(self) -> int:
@@ -235,30 +238,39 @@ class ByteBPETokenizer:
         return f"ByteBPETokenizer(vocab_size={self.vocab_size}, merges={len(self.merges)}, {self.special_tokens=})"
 
     def _encode_pretoken(self, pretoken: str) -> list[int]:
-        ids = self._cache.get(pretoken)
-        if ids is None:
-            ids = [self._byte_ids[byte] for byte in pretoken.encode("utf-8")]
-            while len(ids) > 1:
-                # Training made the merges in rank order, so replay them in that order: the lowest rank present first.
-                pair = min(pairwise(ids), key=lambda p: self._merges.get(p, (math.inf,)))
-                if pair not in self._merges:
-                    break
-                ids = merge_pair(ids, pair, self._merges[pair][1])
-            if len(self._cache) >= self.cache_size:
-                self._cache.clear()
-            self._cache[pretoken] = ids
+        """Ids of one pretoken: its bytes, merged in the order the merges were learned."""
+        data = pretoken.encode("utf-8")
+        # About half the distinct words of English prose are one GPT-2 token, so look the whole word up first (as
+        # tiktoken does). Replaying the merges ends at that same token whenever training made it: a token is born
+        # inside a word from merges of its own bytes alone, which rebuild it when its bytes stand alone (the tests
+        # check every token of GPT-2 and of train_bpe). Only a hand-made merge list could differ; the whole token wins.
+        whole = self._whole_tokens.get(data)
+        if whole is not None:
+            return [whole]
+        ids = [self._byte_ids[byte] for byte in data]
+        while len(ids) > 1:
+            # Training made the merges in rank order, so replay them in that order: the lowest rank present first.
+            rank = min([self._ranks.get(pair, math.inf) for pair in pairwise(ids)])
+            if rank == math.inf:
+                break
+            pair, new_id = self._merged[rank]
+            ids = merge_pair(ids, pair, new_id)
         return ids
 
     def _encode_pieces(self, pieces: list[str]) -> list[int]:
         """Ids of special tokens and pretokens. A pretoken never equals a special token: split_on_special took every
-        occurrence of those out of the text before pretokenizing."""
+        occurrence of those out of the text before pretokenizing, so one cache can hold both."""
         ids = []
+        cache = self._cache  # most words of a text occur many times: each is encoded once
         for piece in pieces:
-            special_id = self._special_ids.get(piece)
-            if special_id is None:
-                ids += self._encode_pretoken(piece)
-            else:
-                ids.append(special_id)
+            piece_ids = cache.get(piece)
+            if piece_ids is None:
+                special_id = self._special_ids.get(piece)
+                piece_ids = self._encode_pretoken(piece) if special_id is None else [special_id]
+                if len(cache) >= self.cache_size:
+                    cache.clear()
+                cache[piece] = piece_ids
+            ids += piece_ids
         return ids
 
     def encode(self, text: str) -> list[int]:
