@@ -2,6 +2,8 @@
 
 import os
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -41,8 +43,15 @@ def test_threads_are_set():
     assert torch.get_num_threads() == DEFAULT_THREADS
 
 
-def test_default_is_both_cores_of_the_course_machine_and_never_more_than_the_machine_has():
-    assert DEFAULT_THREADS == int(os.environ.get("MINFORMERS_THREADS", min(2, os.cpu_count() or 1)))
+@pytest.mark.parametrize(("setting", "expected"), [(None, min(2, os.cpu_count() or 1)), ("1", 1), ("3", 3)])
+def test_default_is_both_cores_unless_the_environment_says_otherwise(setting, expected):
+    """Read in a fresh interpreter: the default is fixed when minformers.runtime is first imported."""
+    environment = {key: value for key, value in os.environ.items() if key != "MINFORMERS_THREADS"}
+    if setting is not None:
+        environment["MINFORMERS_THREADS"] = setting
+    code = "from minformers.runtime import DEFAULT_THREADS; print(DEFAULT_THREADS)"
+    result = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True, check=True)
+    assert int(result.stdout) == expected
 
 
 def test_default_device():
