@@ -231,3 +231,28 @@ def test_fused_attention_gives_zeros_for_a_query_with_no_key():
     attention.fused = False
     assert torch.allclose(fused, attention(x, mask=mask), atol=1e-6)
     assert torch.allclose(fused[0, 2], attention.out_proj.bias)
+
+
+def test_recorded_attention_keeps_each_layers_weights_and_leaves_outputs_alone():
+    from minformers.attention import recorded_attention
+    from minformers.gpt import GPT, GPTConfig
+
+    model = GPT(GPTConfig(vocab_size=11, d_model=16, n_layers=3, n_heads=2, d_ff=32, max_len=8)).eval()
+    ids = torch.randint(0, 11, (2, 6))
+    with torch.no_grad():
+        plain = model(ids)
+        with recorded_attention(model) as weights:
+            recorded = model(ids)
+    assert torch.allclose(recorded, plain, atol=1e-5)
+    assert [tuple(w.shape) for w in weights] == [(2, 2, 6, 6)] * 3  # one per layer, in order
+    # the first layer's weights, recomputed by hand from its input
+    first = model.layers[0]
+    x = model.token_embedding(ids) + model.position_embedding(6)
+    _, expected = first.attention(first.attention_norm(x), causal=True, return_weights=True)
+    assert torch.allclose(weights[0], expected, atol=1e-6)
+    with torch.no_grad():
+        model(ids)
+    assert len(weights) == 3  # the hooks are gone after the block
+    with pytest.raises(ValueError, match="no MultiHeadAttention"):
+        with recorded_attention(nn.Linear(2, 2)):
+            pass

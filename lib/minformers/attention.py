@@ -7,6 +7,8 @@ Masks are bool, ``True`` = may attend (see ``minformers.masks``), broadcastable 
 """
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
@@ -161,3 +163,38 @@ class MultiHeadAttention(nn.Module):
         output = output.transpose(1, 2)  # (B, H, T_q, D) -> (B, T_q, H, D)
         output = self.out_proj(output.reshape(B, T_q, self.d_model))  # (B, T_q, H, D) -> (B, T_q, C)
         return (output, weights) if return_weights else output
+
+
+@contextmanager
+def recorded_attention(model: nn.Module) -> Iterator[list[torch.Tensor]]:
+    """Within the ``with`` block, each call of a ``MultiHeadAttention`` inside ``model`` runs the written-out path
+    and appends its weights (B, H, T_q, T_k) to the list this yields, in call order (a GPT's layers in order);
+    the model's outputs are unchanged. A way to look at every head of a trained model without rewiring it.
+
+        with recorded_attention(gpt) as weights:
+            gpt(ids)
+        torch.stack(weights)  # (L, B, H, T, T)
+    """
+    weights: list[torch.Tensor] = []
+
+    def ask_for_weights(module, args, kwargs):
+        if kwargs.get("return_weights"):
+            raise ValueError("recorded_attention records the weights itself: call the model without return_weights")
+        return args, {**kwargs, "return_weights": True}
+
+    def keep_weights(module, args, kwargs, result):
+        output, layer_weights = result
+        weights.append(layer_weights.detach())
+        return output
+
+    attentions = [module for module in model.modules() if isinstance(module, MultiHeadAttention)]
+    if not attentions:
+        raise ValueError(f"{type(model).__name__} holds no MultiHeadAttention to record")
+    handles = [hook for module in attentions for hook in (
+        module.register_forward_pre_hook(ask_for_weights, with_kwargs=True),
+        module.register_forward_hook(keep_weights, with_kwargs=True))]
+    try:
+        yield weights
+    finally:
+        for handle in handles:
+            handle.remove()

@@ -1,6 +1,6 @@
 """Language modelling on a long text: a tokenizer whose tokens are characters, batches of random windows, and one
-training recipe (``LMRun``, ``train_language_model``) that the decoder chapters share. In a window of T tokens,
-position t predicts token t + 1 (``gpt.language_model_loss``).
+training recipe (``LMRun``, ``train_language_model``) that the decoder chapters share. The model reads windows of
+T tokens, and position t predicts token t + 1: the last position's target is the token just after the window.
 
 The default run is nanoGPT's CPU recipe (4 layers, 4 heads, 128 channels, a context of 64, 12 windows per step);
 its Llama has the same depth, width and heads, with the feed-forward width chosen so that the two have about as
@@ -17,11 +17,13 @@ many parameters.
 from dataclasses import asdict, dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from minformers.generation import generate
-from minformers.gpt import GPT, GPTConfig, language_model_loss
+from minformers.gpt import GPT, GPTConfig
 from minformers.llama import LlamaConfig, LlamaForCausalLM
+from minformers.sample_quality import words
 from minformers.train import History, TrainConfig, checkpoint_path, train
 from minformers.validation import check_size
 
@@ -70,14 +72,19 @@ class TextCorpus:
     held_out: list[str]  # what the held-out text is (say, the names of the held-out works)
     prompt: str  # the text each evaluation's sample continues
 
+    def known_words(self) -> set[str]:
+        """The words of the training text (``sample_quality.words``): what a sample's words are checked against."""
+        return set(words(self.tokenizer.decode(self.train_ids.tolist())))
+
 
 @dataclass(frozen=True)
 class LMRun:
     """What one training run is: the architecture, the schedule, the batch, the sample written at each evaluation."""
 
     architecture: str = "gpt"  # or "llama"
-    schedule: TrainConfig = TrainConfig(steps=250, lr=3e-3, warmup_steps=25, eval_every=50)
-    batch_size: int = 12  # windows of max_len tokens per step
+    # nanoGPT's CPU run is 2,000 steps too (at lr 1e-3); the gpt page prints where this one ends
+    schedule: TrainConfig = TrainConfig(steps=2000, lr=3e-3, warmup_steps=100, eval_every=250)
+    batch_size: int = 12  # windows per step, each giving max_len predictions
     validation_windows: int = 64  # fixed held-out windows scored at every evaluation
     sample_length: int = 57  # tokens generated after the prompt at each evaluation (temperature 0.8): with
     # Shakespeare's 7-character prompt, 64, the context, so the KV cache serves the whole sample; 0 = no sample
@@ -122,14 +129,20 @@ def train_language_model(corpus: TextCorpus, run: LMRun = LMRun(),
     evaluation a sample in ``history.text["sample"]``. The batch for step s is seeded by s, so two architectures
     trained with the same run see the same windows in the same order."""
     config = run.config(corpus)
-    validation = random_windows(corpus.validation_ids, config.max_len, run.validation_windows,
+    # Windows of max_len + 1 tokens: the model reads the first max_len, and each of its positions, the last
+    # included, is scored on the token after it. Windows of max_len tokens would leave the last position without a
+    # target: GPT's position embedding for it would never be trained, and text generated past the context, in which
+    # every token is predicted from that position, would fall apart.
+    window = config.max_len + 1
+    validation = random_windows(corpus.validation_ids, window, run.validation_windows,
                                 torch.Generator().manual_seed(12345))
 
     def batch_for_step(step: int) -> torch.Tensor:
-        return random_windows(corpus.train_ids, config.max_len, run.batch_size, torch.Generator().manual_seed(step))
+        return random_windows(corpus.train_ids, window, run.batch_size, torch.Generator().manual_seed(step))
 
     def loss_for_batch(model: nn.Module, windows: torch.Tensor) -> torch.Tensor:
-        return language_model_loss(model(windows), windows)
+        logits = model(windows[:, :-1])  # (B, T, V) for the (B, T + 1) windows
+        return F.cross_entropy(logits.flatten(0, 1), windows[:, 1:].flatten())  # position t predicts token t + 1
 
     def evaluate(model: nn.Module) -> dict:
         if not run.sample_length:

@@ -11,18 +11,14 @@ worker processes, one torch thread each.
     (64, {'d_model': 32, 'n_layers': 2, 'n_heads': 2, 'd_ff': 128, 'max_len': 64})
 """
 
-import contextlib
-import io
-import multiprocessing
 import time
 from dataclasses import dataclass
 
-import torch
-
 from minformers.gpt import GPTConfig
-from minformers.language_modeling import LMRun, train_language_model
+from minformers.language_modeling import LMRun
+from minformers.parallel import map_in_workers
 from minformers.scaling import non_embedding_parameters, training_flops_per_token
-from minformers.shakespeare_gpt import shakespeare_characters
+from minformers.shakespeare_gpt import shakespeare_characters, train_quietly
 from minformers.train import TrainConfig
 from minformers.validation import check_size
 
@@ -93,10 +89,8 @@ class SweepResult:
 
 def train_sweep_run(run: SweepRun) -> SweepResult:
     """Train (or load from this build's checkpoints) one run; its per-evaluation lines are not printed."""
-    corpus = shakespeare_characters()
-    with contextlib.redirect_stdout(io.StringIO()):
-        _, history = train_language_model(corpus, run.lm_run(), progress=False)
-    config = run.config(corpus.tokenizer.vocab_size)
+    history = train_quietly(run.lm_run())
+    config = run.config(shakespeare_characters().tokenizer.vocab_size)
     tokens_per_step = run.batch_size * run.context
     return SweepResult(run=run, parameters=non_embedding_parameters(config),
                        flops=float(training_flops_per_token(config) * run.tokens), loss=history.eval["val_loss"][-1],
@@ -104,29 +98,17 @@ def train_sweep_run(run: SweepRun) -> SweepResult:
                        curve_loss=list(history.eval["val_loss"]), seconds=history.seconds[-1])
 
 
-def _start_worker() -> None:
-    torch.set_num_threads(1)  # two one-thread processes, not one process fighting itself for two cores
-
-
 def run_sweep(runs: list[SweepRun], workers: int = 2) -> list[SweepResult]:
-    """Train ``runs`` on ``workers`` processes (the costliest first, so none is left alone at the end) and return
-    their results in the order given. Prints a line as each run finishes."""
-    check_size("workers", workers)
-    order = sorted(range(len(runs)), key=lambda i: -runs[i].tokens * runs[i].d_model**2)
-    results: dict[int, SweepResult] = {}
+    """Train ``runs`` on ``workers`` one-thread processes (the costliest first, so none is left alone at the end) and
+    return their results in the order given. Prints a line as each run finishes."""
+    def report(done: int, run: SweepRun, result: SweepResult) -> None:
+        print(f"[{done:>2}/{len(runs)}] d_model {run.d_model:>3}, N {result.parameters:>7,}, "
+              f"D {run.tokens:>9,}: held-out loss {result.loss:.3f}")
+
     started = time.perf_counter()
-    with multiprocessing.get_context("spawn").Pool(workers, initializer=_start_worker) as pool:
-        finished = pool.imap_unordered(_indexed, [(i, runs[i]) for i in order])
-        for index, result in finished:
-            results[index] = result
-            print(f"[{len(results):>2}/{len(runs)}] d_model {result.run.d_model:>3}, N {result.parameters:>7,}, "
-                  f"D {result.run.tokens:>9,}: held-out loss {result.loss:.3f}")
+    results = map_in_workers(train_sweep_run, runs, workers, cost=lambda run: run.tokens * run.d_model**2,
+                             on_result=report)
     wall = time.perf_counter() - started
-    busy = sum(result.seconds for result in results.values())
+    busy = sum(result.seconds for result in results)
     print(f"{len(runs)} runs: {busy:.0f} s of training on {workers} worker(s) in {wall:.0f} s of wall time")
-    return [results[i] for i in range(len(runs))]
-
-
-def _indexed(item: tuple[int, SweepRun]) -> tuple[int, SweepResult]:
-    index, run = item
-    return index, train_sweep_run(run)
+    return results

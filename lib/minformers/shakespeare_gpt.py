@@ -12,12 +12,15 @@ Each evaluation of that recipe writes a sample from the prompt "ROMEO:", kept in
     (84, ['alls_well_that_ends_well', 'henry_iv_part_1'])
 """
 
+import contextlib
+import io
 from functools import lru_cache
 
 import torch
 
 from minformers import data
-from minformers.language_modeling import CharTokenizer, TextCorpus
+from minformers.language_modeling import CharTokenizer, LMRun, TextCorpus, train_language_model
+from minformers.train import History
 
 PROMPT = "ROMEO:\n"
 
@@ -33,3 +36,10 @@ def shakespeare_characters() -> TextCorpus:
     tokenizer = CharTokenizer(train_text + validation_text)
     return TextCorpus("shakespeare-chars", tokenizer, torch.tensor(tokenizer.encode(train_text)),
                       torch.tensor(tokenizer.encode(validation_text)), held_out, PROMPT)
+
+
+def train_quietly(run: LMRun) -> History:
+    """Train ``run`` on these characters, or load it from this build's checkpoints, printing nothing: one of several
+    runs on worker processes (``parallel.map_in_workers``), whose lines would interleave."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return train_language_model(shakespeare_characters(), run, progress=False)[1]

@@ -1,0 +1,42 @@
+import math
+
+import pytest
+
+from minformers.statistics import mcnemar, mean_interval, t_quantile
+
+
+def test_mcnemar_counts_only_disagreements_and_matches_a_hand_computed_binomial():
+    # A alone right on 3 examples, B alone on 10, both right on 4, both wrong on 2 (the agreements do not count).
+    correct_a = [1] * 3 + [0] * 10 + [1] * 4 + [0] * 2
+    correct_b = [0] * 3 + [1] * 10 + [1] * 4 + [0] * 2
+    result = mcnemar(correct_a, correct_b)
+    assert (result.a_only, result.b_only) == (3, 10)
+    # P(X <= 3) for X ~ Binomial(13, 1/2) is (1 + 13 + 78 + 286) / 8192; two-sided doubles it.
+    assert result.p_value == pytest.approx(2 * 378 / 8192, abs=1e-12)
+    assert mcnemar(correct_b, correct_a).p_value == result.p_value  # symmetric
+
+
+def test_mcnemar_is_one_when_the_models_never_disagree_or_split_evenly():
+    assert mcnemar([True, False], [True, False]).p_value == 1.0
+    assert mcnemar([1, 0, 1, 0], [0, 1, 0, 1]).p_value == 1.0
+
+
+def test_mcnemar_rejects_flags_of_different_examples():
+    with pytest.raises(ValueError, match="same examples"):
+        mcnemar([1, 0], [1, 0, 1])
+    with pytest.raises(ValueError, match="0/1"):
+        mcnemar([1, 2], [1, 0])
+
+
+@pytest.mark.parametrize(("probability", "dof", "table_value"), [
+    (0.975, 1, 12.706205), (0.975, 2, 4.302653), (0.975, 4, 2.776445), (0.95, 10, 1.812461)])
+def test_t_quantile_matches_printed_tables(probability, dof, table_value):
+    assert t_quantile(probability, dof) == pytest.approx(table_value, abs=1e-5)
+
+
+def test_mean_interval_by_hand():
+    mean, half_width = mean_interval([2.0, 4.0, 9.0])  # mean 5, sample sd sqrt(13)
+    assert mean == 5.0
+    assert half_width == pytest.approx(4.302653 * math.sqrt(13) / math.sqrt(3), abs=1e-4)
+    with pytest.raises(ValueError, match="at least 2"):
+        mean_interval([1.0])
