@@ -2,7 +2,9 @@
 processes train two small models 1.3-1.7x faster than one two-thread process trains them in turn (``make bench``,
 benchmarks/bench_threads.py): a small model's matmuls are too short to keep two threads busy.
 
-    results = map_in_workers(train_one, runs)  # train_one must be importable: a function at a module's top level
+    >>> import math
+    >>> map_in_workers(math.factorial, [5, 3])  # the function must be importable by name: defined at top level
+    [120, 6]
 """
 
 import multiprocessing
