@@ -4,7 +4,8 @@ a model that reads the prompt perfectly scores the ideal accuracy."""
 import pytest
 import torch
 
-from minformers.in_context import KeyValueTask, query_correct, query_loss
+from minformers.attention_patterns import uniform_causal_weights
+from minformers.in_context import KeyValueTask, query_correct, query_loss, weight_on_match
 
 TASK = KeyValueTask(n_keys=5, n_values=4, n_queries=6)
 
@@ -68,6 +69,42 @@ def test_a_perfect_prompt_reader_scores_the_ideal_accuracy():
     assert chance == pytest.approx(1 / task.n_values, abs=0.02)  # 9,600 guesses: about 4 standard errors
     assert correct.float().mean().item() == pytest.approx(task.ideal_accuracy(2), abs=0.02)
     assert query_loss(reader, batch).dim() == 0
+
+
+def test_matching_example_points_at_the_example_with_the_querys_key():
+    batch = TASK.batch(seed=1, n_examples=3, batch_size=50)
+    matching = TASK.matching_example(batch)
+    assert torch.equal(matching >= 0, batch.shown)
+    for row in range(50):
+        examples = batch.input_ids[row, :3].tolist()
+        queries = decode(TASK, batch, row)[1]
+        for query, index in zip(queries, matching[row].tolist(), strict=True):
+            if index >= 0:
+                assert examples[index] // TASK.n_values == query
+
+
+def test_weight_on_match_scores_a_reading_head_one_and_an_even_head_its_share():
+    batch = TASK.batch(seed=2, n_examples=4, batch_size=30)
+    B, T = batch.input_ids.shape
+    reader = torch.zeros(1, B, 2, T, T)  # head 0 reads the matching example; head 1 reads the first token
+    reader[..., 0] = 1.0
+    matching = TASK.matching_example(batch)
+    for row, query in zip(*torch.nonzero(batch.shown, as_tuple=True), strict=True):
+        position = 4 + query  # the query's position in the prompt
+        reader[0, row, 0, position] = 0.0
+        reader[0, row, 0, position, matching[row, query]] = 1.0
+    score = weight_on_match(TASK, reader, batch)
+    assert score.shape == (1, 2) and score[0, 0] == 1.0
+    assert score[0, 1] == pytest.approx((matching[batch.shown] == 0).float().mean().item())
+    # Spread evenly, the query at position p gives 1 / (p + 1) to each token at or before it.
+    even = weight_on_match(TASK, uniform_causal_weights(1, B, 1, T), batch)
+    positions = torch.arange(4, T).expand(B, -1)[batch.shown]
+    assert even.item() == pytest.approx((1 / (positions + 1)).mean().item())
+    with pytest.raises(ValueError, match="no query's key was shown"):
+        zero = TASK.batch(seed=2, n_examples=0, batch_size=3)
+        weight_on_match(TASK, uniform_causal_weights(1, 3, 1, TASK.n_queries), zero)
+    with pytest.raises(ValueError, match="weights must be"):
+        weight_on_match(TASK, reader[0], batch)
 
 
 def test_bad_counts_are_refused():

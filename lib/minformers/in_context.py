@@ -12,6 +12,14 @@ guessed. Shape legend: B batch, n examples, Q queries.
     (torch.Size([1, 4]), torch.Size([1, 2]))
     >>> task.ideal_accuracy(n_examples=2)  # half the keys shown: right on those, 1 in 3 on the rest
     0.6666666666666666
+    >>> batch = task.batch(seed=4, n_examples=2, batch_size=1)
+    >>> batch.input_ids  # examples: key 0 = 1 (token 1), key 1 = 0 (token 3); queries: key 2? (14), key 1? (13)
+    tensor([[ 1,  3, 14, 13]])
+    >>> task.matching_example(batch)  # the example holding each query's key: none for key 2, the second for key 1
+    tensor([[-1,  1]])
+
+A model reads the prompt with attention: ``weight_on_match`` measures, for every head, how much of a query's weight
+lands on the example that holds its key, the one token worth reading.
 """
 
 from dataclasses import dataclass
@@ -78,6 +86,16 @@ class KeyValueTask:
         shown = (queries[:, :, None] == shown_keys[:, None, :]).any(dim=-1)  # (B, Q, n) -> (B, Q)
         return KeyValueBatch(input_ids, self.answer_token(maps.gather(1, queries)), shown)
 
+    def matching_example(self, batch: KeyValueBatch) -> torch.Tensor:
+        """(B, Q): the position of the example that shows each query's key, -1 where the key was not shown."""
+        n = batch.input_ids.shape[1] - self.n_queries
+        example_keys = batch.input_ids[:, :n] // self.n_values  # (B, n)
+        query_keys = batch.input_ids[:, n:] - self.query_token(0)  # (B, Q)
+        same_key = query_keys[:, :, None] == example_keys[:, None, :]  # (B, Q, n): at most one True per query
+        if n == 0:
+            return torch.full(query_keys.shape, -1)
+        return torch.where(same_key.any(dim=-1), same_key.int().argmax(dim=-1), -1)
+
     def ideal_accuracy(self, n_examples: int) -> float:
         """A perfect reader of the prompt: right on every shown key, chance on the others."""
         shown = n_examples / self.n_keys
@@ -98,3 +116,21 @@ def query_loss(model: nn.Module, batch: KeyValueBatch) -> torch.Tensor:
 def query_correct(model: nn.Module, batch: KeyValueBatch) -> torch.Tensor:
     """(B, Q) bool: did the model's most likely next token answer each query? Split it with ``batch.shown``."""
     return query_logits(model, batch).argmax(dim=-1) == batch.answers
+
+
+def weight_on_match(task: KeyValueTask, weights: torch.Tensor, batch: KeyValueBatch) -> torch.Tensor:
+    """(L, H): the attention weight each head puts, from a query about a shown key, on the example showing that key,
+    averaged over such queries. ``weights`` is (L, B, H, T, T), as ``attention.recorded_attention`` records them;
+    ``attention_patterns.uniform_causal_weights`` gives the even-spread yardstick."""
+    if weights.dim() != 5 or weights.shape[1] != len(batch.input_ids) or weights.shape[-1] != batch.input_ids.shape[1]:
+        raise ValueError(f"weights must be (L, B, H, T, T) for this batch's {tuple(batch.input_ids.shape)} ids, "
+                         f"got {tuple(weights.shape)}")
+    matching = task.matching_example(batch)  # (B, Q)
+    shown = matching >= 0
+    if not shown.any():
+        raise ValueError("no query's key was shown: there is no matching example to weigh")
+    from_queries = weights[..., -task.n_queries :, :]  # (L, B, H, Q, T)
+    index = matching.clamp(min=0)[None, :, None, :, None].expand(*from_queries.shape[:-1], 1)
+    on_match = from_queries.gather(-1, index).squeeze(-1)  # (L, B, H, Q)
+    counted = shown[None, :, None, :]  # (1, B, 1, Q)
+    return (on_match * counted).sum(dim=(1, 3)) / counted.sum()
