@@ -75,3 +75,21 @@ def test_fit_classifier_rejects_misaligned_inputs():
     with pytest.raises(ValueError, match="one row per label"):
         fit_classifier(nn.Linear(2, 2), (torch.zeros(5, 2),), torch.zeros(4, dtype=torch.long), (torch.zeros(3, 2),),
                        torch.zeros(3, dtype=torch.long), TrainConfig(steps=2, warmup_steps=1))
+
+
+def test_fit_classifier_seed_sets_the_batch_order():
+    """The same seed repeats a run exactly; another seed draws other batches, so the same start ends elsewhere."""
+    draw = torch.Generator().manual_seed(0)
+    labels = torch.randint(0, 2, (64,), generator=draw)
+    features = torch.randn(64, 4, generator=draw)
+    schedule = TrainConfig(steps=5, lr=1e-2, warmup_steps=1, eval_every=5)
+
+    def losses(seed: int) -> list[float]:
+        torch.manual_seed(0)
+        return fit_classifier(nn.Linear(4, 2), (features,), labels, (features,), labels, schedule, batch_size=8,
+                              progress=False, seed=seed).train["loss"]
+
+    assert losses(3) == losses(3)
+    assert losses(3) != losses(4)
+    with pytest.raises(ValueError, match="seed"):
+        losses(-1)

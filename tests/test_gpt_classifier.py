@@ -13,11 +13,15 @@ from minformers.gpt_classifier import (
     CLASSIFY,
     END,
     SPECIAL_TOKENS,
+    FineTuneRun,
     GPTClassifier,
+    classifier_for,
     encode_for_classifier,
+    fine_tune_on_reviews,
     review_corpus,
     text_lm_loss,
 )
+from minformers.language_modeling import LMRun, train_language_model
 from minformers.train import TrainConfig
 
 torch.set_num_threads(1)
@@ -90,3 +94,34 @@ def test_review_corpus_keeps_the_extract_token_out_of_pretraining():
     assert not (corpus.train_ids == classify).any() and not (corpus.validation_ids == classify).any()
     assert int((corpus.train_ids == end).sum()) == len(data.movie_review_splits()["train"])  # one per sentence
     assert corpus.tokenizer.vocab_size == 2048
+
+
+# A pretraining of two steps: enough to give a body that differs from its random start, in a second.
+TINY_PRETRAINING = LMRun(schedule=TrainConfig(steps=2, lr=1e-3, warmup_steps=1, eval_every=2), batch_size=2,
+                         sample_length=0, model_changes=(("n_layers", 1), ("d_model", 32), ("n_heads", 2),
+                                                         ("d_ff", 64), ("max_len", 16)))
+TINY_FINE_TUNE = TrainConfig(steps=2, lr=1e-3, warmup_steps=1, eval_every=2)
+
+
+def test_classifier_for_loads_the_pretrained_body_or_the_seeds_random_one():
+    language_model, _ = train_language_model(review_corpus(), TINY_PRETRAINING, progress=False)
+    pretrained = classifier_for(FineTuneRun(TINY_PRETRAINING, TINY_FINE_TUNE, seed=1))
+    for name, weight in language_model.state_dict().items():
+        assert torch.equal(pretrained.gpt.state_dict()[name], weight)
+    again, other = (classifier_for(FineTuneRun(TINY_PRETRAINING, TINY_FINE_TUNE, seed=s)) for s in (1, 2))
+    assert torch.equal(again.head.weight, pretrained.head.weight)
+    assert not torch.equal(other.head.weight, pretrained.head.weight)
+    control = classifier_for(FineTuneRun(TINY_PRETRAINING, TINY_FINE_TUNE, seed=1, pretrained=False))
+    embedding = "token_embedding.weight"
+    assert not torch.equal(control.gpt.state_dict()[embedding], language_model.state_dict()[embedding])
+
+
+def test_fine_tune_on_reviews_scores_every_dev_sentence(capsys):
+    result = fine_tune_on_reviews(FineTuneRun(TINY_PRETRAINING, TINY_FINE_TUNE, lm_weight=0.5, seed=1,
+                                              classify_len=8))
+    dev = data.movie_review_splits()["dev"]
+    assert result.dev_correct.shape == (len(dev),) and result.dev_correct.dtype == torch.bool
+    # the final model's verdicts are the ones its last evaluation scored
+    assert result.dev_correct.float().mean().item() == pytest.approx(result.history.last_eval("dev_accuracy"))
+    assert set(result.history.eval) == {"dev_loss", "dev_accuracy", "dev_lm_loss"}
+    assert capsys.readouterr().out == ""  # quiet: it runs on worker processes

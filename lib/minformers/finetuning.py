@@ -74,10 +74,11 @@ def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 def fit_classifier(model: nn.Module, train_inputs: tuple[torch.Tensor, ...], train_labels: torch.Tensor,
                    dev_inputs: tuple[torch.Tensor, ...], dev_labels: torch.Tensor, schedule: TrainConfig,
                    batch_size: int = 32, progress: bool | None = None, lm_weight: float = 0.0,
-                   build_optimizer=make_optimizer) -> History:
+                   build_optimizer=make_optimizer, seed: int = 0) -> History:
     """Train ``model`` so that ``model(*inputs)`` (logits, or an output with ``.logits``) predicts the labels.
 
-    Each step draws ``batch_size`` training rows at random, seeded by the step; the dev set is scored whole at every
+    Each step draws ``batch_size`` training rows at random, seeded by the step and ``seed`` (another ``seed``, another
+    batch order; seed 0 is the order this loop has always drawn); the dev set is scored whole at every
     evaluation ("dev_loss", "dev_accuracy"). The same loop fits a whole BERT (inputs: ids and attention mask) and a
     linear probe (inputs: features), so their curves compare like for like.
 
@@ -87,13 +88,19 @@ def fit_classifier(model: nn.Module, train_inputs: tuple[torch.Tensor, ...], tra
     ``build_optimizer`` is passed to ``train``.
     """
     check_size("batch_size", batch_size)
+    check_size("seed", seed, minimum=0)
+    if seed >= 2**12:
+        raise ValueError(f"seed must be below 4096 (it shares the generator's 32 seed bits with the step), got {seed}")
     if not lm_weight >= 0:
         raise ValueError(f"lm_weight must be >= 0, got {lm_weight}")
     if any(len(x) != len(train_labels) for x in train_inputs) or any(len(x) != len(dev_labels) for x in dev_inputs):
         raise ValueError("every input tensor must have one row per label")
 
     def batch_for_step(step: int):
-        rows = torch.randint(len(train_labels), (batch_size,), generator=torch.Generator().manual_seed(step))
+        # torch's CPU generator keeps only the low 32 bits of its seed: seed and step share them, the step below
+        # 2**20 (a million steps), and seed 0 keeps the orders this loop drew before it had a seed.
+        generator = torch.Generator().manual_seed(seed * 2**20 + step)
+        rows = torch.randint(len(train_labels), (batch_size,), generator=generator)
         return tuple(x[rows] for x in train_inputs), train_labels[rows]
 
     def loss_for_batch(model: nn.Module, batch) -> dict[str, torch.Tensor]:

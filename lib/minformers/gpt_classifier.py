@@ -5,7 +5,9 @@ auxiliary objective,
     L3 = L2 + lambda * L1,   L2 = cross-entropy of the classes,   L1 = next-token loss on the same inputs.
 
 The pretraining text here is the movie reviews' training sentences (unlabelled), with a byte-level BPE trained on
-them; ``finetuning.fit_classifier(..., lm_weight=lambda)`` minimises L3.
+them; ``finetuning.fit_classifier(..., lm_weight=lambda)`` minimises L3. ``fine_tune_on_reviews`` is one whole run
+(a body pretrained or random, a lambda, a seed) that a worker process can run alone, so that a page can compare
+several seeds of each setting in the time of a few.
 
     >>> from minformers.bpe import ByteBPETokenizer, train_bpe
     >>> vocab, merges = train_bpe("good film bad film", 260, special_tokens=SPECIAL_TOKENS)
@@ -15,6 +17,8 @@ them; ``finetuning.fit_classifier(..., lm_weight=lambda)`` minimises L3.
     ['<|endoftext|>good<|classify|>', '<|endoftext|>bad film<|classify|>']
 """
 
+import contextlib
+import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -25,9 +29,11 @@ from torch import nn
 
 from minformers import data
 from minformers.bpe import ByteBPETokenizer, train_bpe
+from minformers.finetuning import fit_classifier
 from minformers.gpt import GPT
-from minformers.language_modeling import TextCorpus
+from minformers.language_modeling import LMRun, TextCorpus, train_language_model
 from minformers.objectives import pad
+from minformers.train import History, TrainConfig
 from minformers.validation import check_size
 
 END, CLASSIFY = "<|endoftext|>", "<|classify|>"  # ends (and so starts) each text; GPT-1's extract token
@@ -96,3 +102,54 @@ def text_lm_loss(lm_logits: torch.Tensor, input_ids: torch.Tensor, lengths: torc
     positions = torch.arange(1, input_ids.shape[1], device=input_ids.device)  # the index of each target token
     targets = input_ids[:, 1:].masked_fill(positions >= lengths[:, None] - 1, -100)  # (B, T-1); -100: no target
     return F.cross_entropy(lm_logits[:, :-1].flatten(0, 1), targets.flatten(), ignore_index=-100)
+
+
+@dataclass(frozen=True)
+class FineTuneRun:
+    """One fine-tuning run on the review sentences: the body, the weight of L1, the seed, the schedule."""
+
+    pretraining: LMRun  # the body's pretraining on ``review_corpus()``, loaded from this build's checkpoint
+    schedule: TrainConfig
+    lm_weight: float = 0.0  # lambda in L3 = L2 + lambda L1
+    seed: int = 0  # the head's initial weights and the order of the batches
+    pretrained: bool = True  # False: the same network from random weights, the control for pretraining
+    batch_size: int = 16
+    classify_len: int = 24  # tokens per classified sentence, the extract token included
+
+
+@dataclass
+class FineTuneResult:
+    history: History  # "dev_accuracy" and "dev_lm_loss" at each evaluation, on the whole dev split
+    dev_correct: torch.Tensor  # (N,) bool: the final model's verdict on each dev sentence, for paired tests
+
+
+def classifier_for(run: FineTuneRun) -> GPTClassifier:
+    """The run's starting point: the pretrained body (or, for the control, the same network's random weights at
+    ``seed``) and a head drawn from ``seed``. The pretraining is loaded from this build's checkpoint, quietly (trained,
+    if this build has not trained it yet)."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        language_model, _ = train_language_model(review_corpus(), run.pretraining, progress=False)
+    torch.manual_seed(run.seed)
+    body = GPT(language_model.config)
+    if run.pretrained:
+        body.load_state_dict(language_model.state_dict())
+    return GPTClassifier(body)
+
+
+def fine_tune_on_reviews(run: FineTuneRun) -> FineTuneResult:
+    """Fine-tune ``classifier_for(run)`` on the training split's sentences, scored on the whole dev split. Prints
+    nothing: runs go to worker processes (``parallel.map_in_workers``), whose lines would interleave."""
+    tokenizer, splits = review_corpus().tokenizer, data.movie_review_splits()
+    (train_texts, train_labels), (dev_texts, dev_labels) = (zip(*splits[part], strict=True)
+                                                            for part in ("train", "dev"))
+    train_inputs, dev_inputs = (encode_for_classifier(tokenizer, texts, run.classify_len)
+                                for texts in (train_texts, dev_texts))
+    train_labels, dev_labels = torch.tensor(train_labels), torch.tensor(dev_labels)
+    model = classifier_for(run)
+    with contextlib.redirect_stdout(io.StringIO()):  # progress=False still prints a line per evaluation
+        history = fit_classifier(model, train_inputs, train_labels, dev_inputs, dev_labels,
+                                 run.schedule, batch_size=run.batch_size, progress=False, lm_weight=run.lm_weight,
+                                 seed=run.seed)
+    with torch.no_grad():
+        dev_correct = model.eval()(*dev_inputs).logits.argmax(dim=-1) == dev_labels
+    return FineTuneResult(history, dev_correct)
