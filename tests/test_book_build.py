@@ -163,3 +163,17 @@ def test_make_page_names_the_pages_when_given_an_unknown_one(tmp_path):
     write_book(tmp_path, {"index": page("print(1)"), "a": page("print(2)")})
     result = build(tmp_path, "--page", "nope")
     assert result.returncode != 0 and "no page 'nope'" in result.stderr
+
+
+def test_pages_execute_in_the_order_of_the_table_of_contents(tmp_path):
+    """A page that trains a model later pages load must run first: the build follows the table of contents, not
+    the alphabet."""
+    log = tmp_path / "order.log"
+    names = ("index", "zeta", "alpha", "mid")
+    book = tmp_path / "book"
+    book.mkdir()
+    write_book(book, {name: page(f"with open({str(log)!r}, 'a') as file:\n    file.write('{name}\\n')")
+                      for name in names})
+    result = build(book)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert log.read_text().split() == list(names)

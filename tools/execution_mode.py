@@ -1,4 +1,6 @@
-"""Sphinx extension: which pages a build executes, as tools/build_book.py asks through the environment.
+"""Sphinx extension: which pages a build executes, as tools/build_book.py asks through the environment, and in
+what order: the table of contents' (Sphinx alone reads pages alphabetically). A page that trains a model later
+pages load, such as the GPT page, then runs before them, as a reader meets them, and pays for the training itself.
 
 Loaded through `sphinx.local_extensions` in _config.yml. With neither variable set, _config.yml's
 `execute_notebooks: force` stands and every page is executed: `make test` and CI always build that way.
@@ -11,6 +13,8 @@ Loaded through `sphinx.local_extensions` in _config.yml. With neither variable s
 
 import os
 from pathlib import Path
+
+import yaml
 
 
 def choose_execution(app, config):
@@ -33,6 +37,27 @@ def _pages(root: Path):
                 yield (Path(folder) / name).relative_to(root).with_suffix("").as_posix()
 
 
+def toc_files(entry) -> list[str]:
+    """Every `file` (and the `root`) of a _toc.yml, in reading order, however deep its parts and sections nest."""
+    if isinstance(entry, list):
+        return [name for item in entry for name in toc_files(item)]
+    if not isinstance(entry, dict):
+        return []
+    own = [entry[key] for key in ("root", "file") if key in entry]
+    return own + [name for key in ("parts", "chapters", "sections") for name in toc_files(entry.get(key, []))]
+
+
+def read_in_toc_order(app, env, docnames: list[str]) -> None:
+    """Sphinx's hook for reordering the pages it is about to read (and so execute), in place; pages outside the
+    table of contents keep their order, after it."""
+    toc = Path(app.srcdir) / "_toc.yml"
+    if not toc.exists():
+        return
+    position = {name: index for index, name in enumerate(toc_files(yaml.safe_load(toc.read_text())))}
+    docnames.sort(key=lambda name: position.get(name, len(position)))
+
+
 def setup(app):
     app.connect("config-inited", choose_execution)
+    app.connect("env-before-read-docs", read_in_toc_order)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
