@@ -137,7 +137,7 @@ def test_bare_model_and_classifier_convert_both_ways():
         torch.testing.assert_close(actual.hidden_states, expected.last_hidden_state, atol=ATOL, rtol=0)
         torch.testing.assert_close(actual.pooled, expected.pooler_output, atol=ATOL, rtol=0)
         expected = theirs_classifier(**hf_inputs(input_ids, segment_ids, attention_mask), labels=labels)
-        actual = ours_classifier(input_ids, segment_ids, attention_mask, labels=labels)
+        actual = ours_classifier(input_ids, attention_mask, segment_ids, labels=labels)
         torch.testing.assert_close(actual.logits, expected.logits, atol=ATOL, rtol=0)
         torch.testing.assert_close(actual.loss, expected.loss, atol=ATOL, rtol=0)
     transformers.BertModel(hf_config).load_state_dict(hf_bert_state_dict(ours_body), strict=True)
@@ -359,11 +359,11 @@ def test_frozen_body_is_a_linear_probe():
     labels = torch.arange(B) % 3
     with torch.no_grad():  # the logits are the classifier applied to the pretrained model's pooled [CLS]
         pooled = pretrained.eval().bert(input_ids, segment_ids, attention_mask).pooled
-        logits = probe.eval()(input_ids, segment_ids, attention_mask).logits
+        logits = probe.eval()(input_ids, attention_mask, segment_ids).logits
         torch.testing.assert_close(logits, probe.classifier(pooled))
     start = {name: value.clone() for name, value in probe.state_dict().items()}
     optimizer = torch.optim.SGD([p for p in probe.parameters() if p.requires_grad], lr=0.5)
-    probe.train()(input_ids, segment_ids, attention_mask, labels=labels).loss.backward()
+    probe.train()(input_ids, attention_mask, segment_ids, labels=labels).loss.backward()
     optimizer.step()
     changed = sorted(name for name, value in probe.state_dict().items() if not torch.equal(value, start[name]))
     assert changed == ["classifier.bias", "classifier.weight"]
@@ -379,6 +379,20 @@ def test_fine_tuning_updates_the_body_of_a_copy():
     assert model.bert.embeddings.token_embedding.weight.grad.abs().sum() > 0
     with pytest.raises(TypeError, match="body must be a BertModel"):
         BertForSequenceClassification.from_body(torch.nn.Linear(2, 2), n_classes=2)
+    with pytest.raises(ValueError, match="n_classes must be >= 2"):
+        BertForSequenceClassification(TINY, n_classes=1)
+
+
+def test_classifier_reads_a_second_positional_input_as_the_attention_mask():
+    # fit_classifier calls model(ids, attention_mask): padding must be masked out, not read as a segment id
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(TINY, n_classes=2).eval()
+    ids = torch.tensor([[2, 7, 8, 3, 0, 0]])
+    mask = torch.tensor([[1, 1, 1, 1, 0, 0]])
+    with torch.no_grad():
+        positional = model(ids, mask).logits
+        torch.testing.assert_close(positional, model(ids, attention_mask=mask).logits)
+        torch.testing.assert_close(positional, model(ids[:, :4]).logits)  # as if the padding were not there
     with pytest.raises(ValueError, match="n_classes must be >= 2"):
         BertForSequenceClassification(TINY, n_classes=1)
 

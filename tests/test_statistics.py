@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from minformers.statistics import mcnemar, mean_interval, t_quantile
+from minformers.statistics import compare_over_seeds, mcnemar, mean_interval, t_quantile
 
 
 def test_mcnemar_counts_only_disagreements_and_matches_a_hand_computed_binomial():
@@ -40,3 +40,23 @@ def test_mean_interval_by_hand():
     assert half_width == pytest.approx(4.302653 * math.sqrt(13) / math.sqrt(3), abs=1e-4)
     with pytest.raises(ValueError, match="at least 2"):
         mean_interval([1.0])
+
+
+def test_compare_over_seeds_reads_both_tests_together():
+    # seed by seed: A alone right on 12 examples of 40 and B alone on 0, so McNemar's p = 2 x (1/2)^12 < 0.05
+    a = [[1] * 12 + [0] * 28, [1] * 12 + [0] * 28, [1] * 13 + [0] * 27]
+    b = [[0] * 40, [0] * 40, [0] * 40]
+    comparison = compare_over_seeds(a, b)
+    assert comparison.differences == pytest.approx([0.3, 0.3, 0.325])
+    assert comparison.p_values[0] == pytest.approx(2 * 0.5**12)
+    mean, half_width = mean_interval([0.3, 0.3, 0.325])
+    assert (comparison.low, comparison.high) == pytest.approx((mean - half_width, mean + half_width))
+    assert comparison.reading().startswith("a real difference")
+    # a difference of one example per seed, alternating in sign: the interval straddles zero
+    noisy = compare_over_seeds([[1, 0], [0, 0], [1, 0]], [[0, 0], [1, 0], [0, 0]])
+    assert noisy.reading().startswith("the seed interval includes zero")
+    # the same sign every seed, but too few disagreements for McNemar: likely, not established
+    small = compare_over_seeds([[1, 0], [1, 0], [1, 1]], [[0, 0], [0, 0], [1, 0]])
+    assert small.reading().startswith("consistent across seeds") and "McNemar p < 0.05 in 0 of 3" in small.describe()
+    with pytest.raises(ValueError, match="the same seeds"):
+        compare_over_seeds(a, b[:2])

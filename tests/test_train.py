@@ -283,8 +283,10 @@ def test_resume_repeats_the_uninterrupted_run_exactly(tmp_path, capsys):
     def no_batches(step):
         raise AssertionError("a finished checkpoint needs no training")
 
+    capsys.readouterr()
     again = train(TinyTiedModel(), no_batches, token_loss, TOKEN_CONFIG, checkpoint=path, progress=False)
     assert again.train == resumed.train
+    assert capsys.readouterr().out == ""  # a page that loads a finished run prints no build talk
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ Loaded through `sphinx.local_extensions` in _config.yml. With neither variable s
 - MINFORMERS_EXECUTION_CACHE=<folder> (`make book`): myst-nb's cache mode, with its jupyter-cache in that folder. A
   page is executed again only when its code changed; build_book.py names the folder after the lib's source digest,
   so a change to the lib starts an empty cache and every page runs again.
-- MINFORMERS_ONLY_PAGE=<docname> (`make page`): only that page is executed; the others are rendered without outputs.
+- MINFORMERS_ONLY_PAGE=<docname> (`make page`): only that page is executed, with no limit per cell; the others are
+  rendered without outputs.
 """
 
 import os
@@ -26,6 +27,9 @@ def choose_execution(app, config):
     if only:
         others = sorted(set(_pages(Path(app.srcdir))) - {only})
         config.nb_execution_excludepatterns = [f"{name}.md" for name in others]
+        # A page run alone may train a checkpoint an earlier page would have made (the shared encoder takes longer
+        # than one cell's usual limit); build_book.py still holds the page to its budget.
+        config.nb_execution_timeout = -1
 
 
 def _pages(root: Path):

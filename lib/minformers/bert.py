@@ -405,9 +405,11 @@ class BertForSequenceClassification(nn.Module):
             self.bert.eval()  # a frozen body gives the same features every time: no dropout noise
         return self
 
-    def forward(self, input_ids, segment_ids=None, attention_mask=None, labels=None) -> ClassificationOutput:
-        """labels: (B,) class ids in [0, n_classes)."""
-        pooled = self.bert(input_ids, segment_ids, attention_mask).pooled  # (B, C)
+    def forward(self, input_ids, attention_mask=None, segment_ids=None, labels=None) -> ClassificationOutput:
+        """labels: (B,) class ids in [0, n_classes). The mask comes second, as in HF's classifier, so that
+        ``finetuning.fit_classifier``'s inputs ``(ids, attention_mask)`` land where they belong; a single sentence
+        needs no segment ids."""
+        pooled = self.bert(input_ids, segment_ids=segment_ids, attention_mask=attention_mask).pooled  # (B, C)
         logits = self.classifier(self.dropout(pooled))  # (B, C) -> (B, n_classes)
         loss = None
         if labels is not None:

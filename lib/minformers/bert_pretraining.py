@@ -435,6 +435,16 @@ class PretrainingRun:
         return batch_for_step
 
 
+# The course's shared encoder: pretrained once per build by the encoder-pretraining page, loaded by the encoder pages
+# after it. RoBERTa's recipe (MLM alone on contiguous blocks, masked afresh at every draw) with BERT's schedule of
+# short blocks first: 16-token blocks for the first 80% of the steps, 256 of them a step, then the corpus's 32-token
+# blocks, 128 a step, so every step reads 4,096 tokens. The same model with 32-token blocks from the start, or with
+# half as many short blocks a step, stayed within a few tenths of a nat of the unigram floor at [MASK] over the same
+# 1,500 steps (benchmarks/bench_encoder_plateau.py).
+ENCODER_RUN = PretrainingRun.roberta(schedule=TrainConfig(steps=1500, lr=2e-3, warmup_steps=100, eval_every=150),
+                                     batch_size=128, short_len=16, short_fraction=0.8, validation_size=512)
+
+
 def pretrain_tiny_bert(corpus: NewsCorpus, run: PretrainingRun = PretrainingRun(),
                        progress: bool | None = None) -> tuple[BertForPreTraining | Electra, History]:
     """Pretrain ``BertConfig.tiny`` as ``run`` says (MLM + NSP by default) on ``corpus``; return the model (in eval
@@ -444,7 +454,9 @@ def pretrain_tiny_bert(corpus: NewsCorpus, run: PretrainingRun = PretrainingRun(
     exactly from its checkpoint. Training metrics are those of ``run.losses`` ("loss", "mlm_loss", "mlm_accuracy",
     and "nsp_loss" and "nsp_accuracy" with a sentence task; ELECTRA's are listed in ``electra_losses``); evaluation
     metrics are the same names prefixed with "val_" (on validation examples masked as the run masks, at its
-    ``mask_rate`` and ``mask_split``), and "probe_accuracy" with ``run.probe_size``
+    ``mask_rate`` and ``mask_split``); for MLM, also "val_mask_loss" and "val_shown_loss", the MLM loss where the
+    model saw [MASK] and where it saw the true token (``prediction_scores``); and "probe_accuracy" with
+    ``run.probe_size``
     (``finetuning.sentiment_probe``: movie-review sentiment from the frozen encoder). An ELECTRA run returns an
     ``electra.Electra``, whose ``.bert`` is the discriminator's encoder.
     """
@@ -454,6 +466,9 @@ def pretrain_tiny_bert(corpus: NewsCorpus, run: PretrainingRun = PretrainingRun(
 
     def evaluate(model) -> dict[str, torch.Tensor]:
         scores = {f"val_{name}": value for name, value in run.losses(model, validation).items()}
+        if run.objective == "mlm":
+            seen = prediction_scores(model, validation, corpus.tokenizer)
+            scores |= {"val_mask_loss": seen["[MASK]"]["loss"], "val_shown_loss": seen["the true token"]["loss"]}
         return scores | ({"probe_accuracy": probe(model)} if probe else {})
 
     model = run.model(corpus)
@@ -462,3 +477,9 @@ def pretrain_tiny_bert(corpus: NewsCorpus, run: PretrainingRun = PretrainingRun(
     history = train(model, run.batches(corpus), run.losses, run.schedule, evaluate=evaluate,
                     checkpoint=checkpoint_path("bert-tiny-news", settings), progress=progress)
     return model.eval(), history
+
+
+def shared_encoder() -> BertForPreTraining:
+    """The course's shared encoder, ``ENCODER_RUN`` on ``news_corpus()``, in eval mode: loaded from this build's
+    checkpoint, which the encoder-pretraining page writes (trained here, with progress, if no page has yet)."""
+    return pretrain_tiny_bert(news_corpus(), ENCODER_RUN)[0]

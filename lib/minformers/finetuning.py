@@ -9,7 +9,10 @@ linear probe on frozen features) with the course's training loop, and read off a
             [2, 6, 3, 0, 0]])
 """
 
+import contextlib
+import io
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -124,6 +127,24 @@ def fit_classifier(model: nn.Module, train_inputs: tuple[torch.Tensor, ...], tra
 
     return train(model, batch_for_step, loss_for_batch, schedule, evaluate=evaluate, progress=progress,
                  build_optimizer=build_optimizer)
+
+
+@dataclass
+class FineTuneResult:
+    history: History  # "dev_accuracy" (and the other metrics of fit_classifier) at each evaluation
+    dev_correct: torch.Tensor  # (N,) bool: the final model's verdict on each dev example, for paired tests
+
+
+def fine_tune_and_score(model: nn.Module, train_inputs: tuple[torch.Tensor, ...], train_labels: torch.Tensor,
+                        dev_inputs: tuple[torch.Tensor, ...], dev_labels: torch.Tensor, schedule: TrainConfig,
+                        **options) -> FineTuneResult:
+    """``fit_classifier`` (``options`` are its keywords) without a printed line, then the final model's right/wrong
+    flag on every dev example: one run of a comparison whose runs go to worker processes, whose lines would
+    interleave, and whose models are compared example by example (``statistics.mcnemar``)."""
+    with contextlib.redirect_stdout(io.StringIO()):  # progress=False still prints a line per evaluation
+        history = fit_classifier(model, train_inputs, train_labels, dev_inputs, dev_labels, schedule,
+                                 **{"progress": False, **options})
+    return FineTuneResult(history, predict(model, dev_inputs) == dev_labels)
 
 
 def count_trainable(model: nn.Module) -> int:

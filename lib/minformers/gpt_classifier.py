@@ -29,11 +29,11 @@ from torch import nn
 
 from minformers import data
 from minformers.bpe import ByteBPETokenizer, train_bpe
-from minformers.finetuning import fit_classifier
+from minformers.finetuning import FineTuneResult, fine_tune_and_score
 from minformers.gpt import GPT
 from minformers.language_modeling import LMRun, TextCorpus, train_language_model
 from minformers.objectives import pad
-from minformers.train import History, TrainConfig
+from minformers.train import TrainConfig
 from minformers.validation import check_size
 
 END, CLASSIFY = "<|endoftext|>", "<|classify|>"  # ends (and so starts) each text; GPT-1's extract token
@@ -117,12 +117,6 @@ class FineTuneRun:
     classify_len: int = 24  # tokens per classified sentence, the extract token included
 
 
-@dataclass
-class FineTuneResult:
-    history: History  # "dev_accuracy" and "dev_lm_loss" at each evaluation, on the whole dev split
-    dev_correct: torch.Tensor  # (N,) bool: the final model's verdict on each dev sentence, for paired tests
-
-
 def classifier_for(run: FineTuneRun) -> GPTClassifier:
     """The run's starting point: the pretrained body (or, for the control, the same network's random weights at
     ``seed``) and a head drawn from ``seed``. The pretraining is loaded from this build's checkpoint, quietly (trained,
@@ -145,11 +139,5 @@ def fine_tune_on_reviews(run: FineTuneRun) -> FineTuneResult:
     train_inputs, dev_inputs = (encode_for_classifier(tokenizer, texts, run.classify_len)
                                 for texts in (train_texts, dev_texts))
     train_labels, dev_labels = torch.tensor(train_labels), torch.tensor(dev_labels)
-    model = classifier_for(run)
-    with contextlib.redirect_stdout(io.StringIO()):  # progress=False still prints a line per evaluation
-        history = fit_classifier(model, train_inputs, train_labels, dev_inputs, dev_labels,
-                                 run.schedule, batch_size=run.batch_size, progress=False, lm_weight=run.lm_weight,
-                                 seed=run.seed)
-    with torch.no_grad():
-        dev_correct = model.eval()(*dev_inputs).logits.argmax(dim=-1) == dev_labels
-    return FineTuneResult(history, dev_correct)
+    return fine_tune_and_score(classifier_for(run), train_inputs, train_labels, dev_inputs, dev_labels, run.schedule,
+                               batch_size=run.batch_size, lm_weight=run.lm_weight, seed=run.seed)

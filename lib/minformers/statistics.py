@@ -5,6 +5,8 @@
   is Binomial(disagreements, 1/2). The exact two-sided p-value is read from that binomial.
 - ``mean_interval``: a few seeds of one quantity (say, one model's accuracy minus another's, seed by seed): their
   mean and the half-width of a Student-t confidence interval, wide on purpose when there are only 3 seeds.
+- ``compare_over_seeds``: both at once, for two settings trained with the same seeds and scored on the same
+  examples, and a reading of the two together.
 
     >>> result = mcnemar([1, 1, 1, 1, 1, 0], [0, 0, 0, 0, 0, 0])  # A alone right 5 times, B alone never
     >>> result.a_only, result.b_only, round(result.p_value, 4)  # 2 x (1/2)^5
@@ -15,6 +17,7 @@
 """
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -87,3 +90,45 @@ def mean_interval(values, confidence: float = 0.95) -> tuple[float, float]:
     mean = sum(values) / len(values)
     spread = math.sqrt(sum((value - mean) ** 2 for value in values) / (len(values) - 1))  # sample sd
     return mean, t_quantile((1 + confidence) / 2, len(values) - 1) * spread / math.sqrt(len(values))
+
+
+@dataclass(frozen=True)
+class SeedComparison:
+    differences: list[float]  # accuracy of A minus that of B, seed by seed
+    p_values: list[float]  # McNemar's exact p, seed by seed
+    mean: float  # of the differences
+    low: float  # the 95% Student-t interval of the mean over seeds
+    high: float
+
+    def reading(self) -> str:
+        """The two tests read together. Across seeds, the interval says whether the difference survives another
+        initialisation and batch order; per seed, McNemar says whether it would survive another draw of examples."""
+        significant = sum(p < 0.05 for p in self.p_values)
+        if self.low <= 0 <= self.high:
+            return "the seed interval includes zero: not distinguishable from noise"
+        if 2 * significant > len(self.p_values):
+            return "a real difference at this budget, across seeds and beyond these examples"
+        return ("consistent across seeds, but in most seeds within what the examples can resolve: likely, not "
+                "established")
+
+    def describe(self) -> str:
+        significant = sum(p < 0.05 for p in self.p_values)
+        return (f"{self.mean:+.1%} (seed interval {self.low:+.1%} to {self.high:+.1%}; McNemar p < 0.05 in "
+                f"{significant} of {len(self.p_values)} seeds): {self.reading()}")
+
+
+def compare_over_seeds(correct_a: Sequence, correct_b: Sequence) -> SeedComparison:
+    """Setting A against setting B, trained with the same seeds (``correct_a[i]`` and ``correct_b[i]`` share seed
+    i) and scored on the same examples: each item is one run's right/wrong flags, in the same order of examples.
+
+    >>> comparison = compare_over_seeds([[1, 1, 0, 1], [1, 0, 1, 1]], [[1, 0, 0, 1], [0, 0, 1, 0]])
+    >>> comparison.differences, round(comparison.mean, 3)
+    ([0.25, 0.5], 0.375)
+    """
+    if len(correct_a) != len(correct_b):
+        raise ValueError(f"both settings need the same seeds, got {len(correct_a)} and {len(correct_b)} runs")
+    pairs = [(_as_bool("correct_a", a), _as_bool("correct_b", b)) for a, b in zip(correct_a, correct_b, strict=True)]
+    differences = [(a.float().mean() - b.float().mean()).item() for a, b in pairs]
+    mean, half_width = mean_interval(differences)
+    return SeedComparison(differences, [mcnemar(a, b).p_value for a, b in pairs], mean, mean - half_width,
+                          mean + half_width)

@@ -311,7 +311,7 @@ def train(model: torch.nn.Module, batch_for_step: Callable[[int], object], loss_
     ``evaluate(model) -> {name: float}`` runs every ``eval_every`` steps and at the last one, in eval mode without
     gradients; a value that is a str (a generated sample, say) goes to ``history.text`` instead of ``history.eval``.
     With ``checkpoint`` (a file path) the run is saved at each evaluation, and a run that finds the file resumes from
-    it, repeating the uninterrupted run's losses exactly; a finished checkpoint returns at once.
+    it, repeating the uninterrupted run's losses exactly; a finished checkpoint returns at once, silently.
     ``progress``: True draws a tqdm bar, False prints a line per evaluation; None picks the bar unless the
     environment variable MINFORMERS_BUILD is set, and not to 0 (the book build sets it: a redrawn bar is noise in a
     static page).
@@ -326,11 +326,14 @@ def train(model: torch.nn.Module, batch_for_step: Callable[[int], object], loss_
     path = None if checkpoint is None else Path(checkpoint)
     if path is not None and path.exists():
         start, history = _resume(path, model, optimizer, config)
-        print(f"resumed from {path.name} at step {start}/{config.steps}")
+        if start < config.steps:  # a finished run loads without a word: a page that reuses it shows no build talk
+            print(f"resumed from {path.name} at step {start}/{config.steps}")
     began = time.perf_counter() - (history.seconds[-1] if history.seconds else 0.0)
     last_line = start  # a printed line averages the train metrics since the previous line
     optimizer.zero_grad(set_to_none=True)
-    bar = tqdm.tqdm(total=config.steps, initial=start, file=sys.stdout, mininterval=1.0, disable=not progress)
+    finished = start >= config.steps  # nothing to draw either
+    bar = tqdm.tqdm(total=config.steps, initial=start, file=sys.stdout, mininterval=1.0,
+                    disable=not progress or finished)
     with bar:
         for step in range(start, config.steps):
             model.train()

@@ -1,0 +1,65 @@
+"""Fine-tuning the shared encoder: it is trained once and then loaded, the control starts from the seed's random
+weights, and a run scores every dev sentence. A small corpus and a one-layer run stand in for the book's."""
+
+import pytest
+import torch
+
+from minformers import bert_classifier, bert_pretraining
+from minformers.bert_classifier import EncoderFineTuneRun, encoder_classifier, fine_tune_encoder_on_reviews
+from minformers.bert_pretraining import PretrainingRun, news_corpus
+from minformers.train import TrainConfig
+from minformers.transfer import MeanPoolClassifier
+
+torch.set_num_threads(1)
+
+SMALL_RUN = PretrainingRun.roberta(schedule=TrainConfig(steps=6, lr=2e-3, warmup_steps=1, eval_every=3),
+                                   batch_size=8, validation_size=16, model_changes=(("n_layers", 1),))
+SHORT = TrainConfig(steps=4, lr=1e-3, warmup_steps=1, eval_every=2)
+
+
+@pytest.fixture
+def small_encoder(monkeypatch):
+    corpus = news_corpus(vocab_size=800, max_len=24, article_stride=12)
+    for module in (bert_pretraining, bert_classifier):
+        monkeypatch.setattr(module, "ENCODER_RUN", SMALL_RUN)
+        monkeypatch.setattr(module, "news_corpus", lambda: corpus)
+    return corpus
+
+
+def same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
+
+
+def test_shared_encoder_is_trained_once_then_loaded_quietly(small_encoder, monkeypatch, capsys):
+    first = bert_pretraining.shared_encoder()
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a later page must load the shared encoder, not train it again")
+
+    monkeypatch.setattr(PretrainingRun, "losses", no_training)
+    capsys.readouterr()
+    second = bert_pretraining.shared_encoder()
+    assert capsys.readouterr().out == ""  # no build talk on the page that loads it
+    assert not second.training and same_weights(first, second)
+
+
+def test_classifier_starts_from_the_shared_body_or_the_seed_s_random_weights(small_encoder):
+    encoder = bert_pretraining.shared_encoder()
+    pretrained = encoder_classifier(EncoderFineTuneRun(pretrained=True, seed=1))
+    assert same_weights(pretrained.bert, encoder.bert) and pretrained.bert is not encoder.bert
+    control = encoder_classifier(EncoderFineTuneRun(pretrained=False, seed=1))
+    assert not same_weights(control.bert, encoder.bert)
+    assert same_weights(control, encoder_classifier(EncoderFineTuneRun(pretrained=False, seed=1)))
+    assert not same_weights(control, encoder_classifier(EncoderFineTuneRun(pretrained=False, seed=2)))
+    mean_head = encoder_classifier(EncoderFineTuneRun(pretrained=True, seed=1, pooling="mean"))
+    assert isinstance(mean_head, MeanPoolClassifier) and same_weights(mean_head.bert, encoder.bert)
+    with pytest.raises(ValueError, match="pooling must be 'cls' or 'mean'"):
+        EncoderFineTuneRun(pooling="max")
+
+
+def test_a_run_scores_every_dev_sentence_and_prints_nothing(small_encoder, capsys):
+    result = fine_tune_encoder_on_reviews(EncoderFineTuneRun(pretrained=True, seed=1, schedule=SHORT))
+    assert capsys.readouterr().out == ""
+    assert result.dev_correct.dtype == torch.bool and len(result.dev_correct) == 1056
+    assert result.history.eval_steps == [2, 4]
+    assert result.history.last_eval("dev_accuracy") == pytest.approx(result.dev_correct.float().mean().item())
