@@ -22,9 +22,11 @@ from minformers.next_word import (
     next_token_targets,
     next_word_losses,
     train_next_word,
+    train_next_word_quietly,
     unigram_loss,
 )
 from minformers.objective_comparison import ObjectiveRun, causal_lm_losses
+from minformers.parallel import map_in_workers
 
 torch.set_num_threads(1)
 
@@ -223,6 +225,15 @@ def test_a_short_run_learns_and_a_second_call_loads_it(corpus, name):
     assert again.history.train == first.history.train
     if before is not None:
         assert all(torch.equal(value, before[key]) for key, value in pretrained.state_dict().items())
+
+
+def test_a_quiet_run_in_workers_matches_a_run_in_process(corpus, capsys):
+    run = NextWordRun(steps=4, batch_size=4, eval_every=2, validation_size=8)
+    here = train_next_word(corpus, run, "GPT", progress=False)
+    capsys.readouterr()
+    [there] = map_in_workers(train_next_word_quietly, [(corpus, run, "GPT", None, None)], workers=1)
+    assert capsys.readouterr().out == ""
+    assert there.history.train == here.history.train  # the worker loaded the same run's checkpoint
 
 
 def test_bad_settings_are_refused(corpus):

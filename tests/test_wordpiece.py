@@ -1,6 +1,7 @@
 """WordPiece: hand-derived splits, parity with HF's BertTokenizer on the real bert-base-uncased vocab, the trainer's
 first merges derived by hand, round trips."""
 
+import pickle
 from collections import Counter
 from functools import cache
 
@@ -121,6 +122,15 @@ def test_basic_tokenizer_by_hand(text, lowercase, expected):
 def test_nfd_splits_hangul_syllables_into_jamo():
     # NFD decomposes a Hangul syllable into its letters (jamo), so the uncased model sees jamo: 서 -> ᄉ + ᅥ.
     assert basic_tokenize("서울") == ["\u1109\u1165\u110b\u116e\u11af"]
+
+
+def test_tokenizer_pickles_with_a_cache_of_its_own():
+    # worker processes (parallel.map_in_workers) receive a corpus, tokenizer included, by pickle
+    tokenizer = WordPieceTokenizer([*SPECIALS, "hello", "wor", "##ld"])
+    assert tokenizer.encode("hello world") == [5, 6, 7]  # fills the word cache
+    copy = pickle.loads(pickle.dumps(tokenizer))
+    assert copy.encode("hello world") == [5, 6, 7] and copy.special_ids == tokenizer.special_ids
+    assert copy._split_word is not tokenizer._split_word
 
 
 def test_tokenizer_on_a_tiny_vocab():

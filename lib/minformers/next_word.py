@@ -16,6 +16,8 @@ BERT's shape (``gpt_config``). ``train_next_word`` trains any of the three model
     [[7, 8, 3, -100, -100]]
 """
 
+import contextlib
+import io
 from dataclasses import asdict, dataclass
 
 import torch
@@ -258,3 +260,10 @@ def train_next_word(corpus: NewsCorpus, run: NextWordRun, name: str, pretrained:
                     evaluate=lambda model: held_out(model, validation),
                     checkpoint=checkpoint_path(f"next-word-{name.replace(' ', '-')}", settings), progress=progress)
     return NextWordResult(name, model.eval(), history)
+
+
+def train_next_word_quietly(job: tuple) -> NextWordResult:
+    """``train_next_word(*job)`` without a printed line: one run for a worker process (``parallel.map_in_workers``),
+    where lines from two runs would interleave."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return train_next_word(*job, progress=False)

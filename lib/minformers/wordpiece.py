@@ -192,11 +192,23 @@ class WordPieceTokenizer:
         # Longest first, so that where two special tokens start at the same place, the longer one wins.
         alternatives = sorted(set(self.special_tokens.values()), key=len, reverse=True)
         self._special_pattern = re.compile("(" + "|".join(map(re.escape, alternatives)) + ")")
+        self._split_word = self._word_splitter()
+
+    def _word_splitter(self):
         # Words repeat (a news corpus has ~40 tokens per distinct word), so each word is split once. A tuple, so
         # no caller can change what the cache holds.
-        self._split_word = lru_cache(maxsize=1 << 16)(
+        return lru_cache(maxsize=1 << 16)(
             lambda word: tuple(wordpiece_split(word, self.vocab, self.special_tokens["unk"], self.max_chars_per_word))
         )
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        del state["_split_word"]  # a cache around a closure does not pickle: the copy builds its own (worker processes)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._split_word = self._word_splitter()
 
     @classmethod
     def from_vocab_file(cls, path, **options) -> "WordPieceTokenizer":
