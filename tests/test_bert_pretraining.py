@@ -4,6 +4,7 @@ run that resumes from its checkpoint."""
 import pytest
 import torch
 
+from minformers import bert_pretraining
 from minformers.bert import IGNORE_INDEX, BertConfig, BertForPreTraining
 from minformers.bert_pretraining import (
     SPECIALS,
@@ -138,6 +139,25 @@ def test_electra_run_trains_the_discriminator_as_its_body(corpus):
                                torch.tensor(history.train["mlm_loss"]) + 50 * torch.tensor(history.train["rtd_loss"]))
 
 
+def test_a_run_from_the_shared_encoder_starts_from_its_weights(corpus, monkeypatch):
+    # a random stand-in for the shared encoder, on the small test corpus: the real one takes minutes to train
+    torch.manual_seed(1)
+    stand_in = BertForPreTraining(PretrainingRun().config(corpus))
+    monkeypatch.setattr(bert_pretraining, "shared_encoder", lambda: stand_in)
+    monkeypatch.setattr(bert_pretraining, "news_corpus", lambda: corpus)
+    mlm = PretrainingRun.roberta(start="shared").model(corpus)
+    for name, tensor in stand_in.state_dict().items():  # the MLM head included: an MLM run continues it
+        assert torch.equal(mlm.state_dict()[name], tensor), name
+    electra = PretrainingRun.electra(start="shared").model(corpus)
+    for name, tensor in stand_in.bert.state_dict().items():
+        assert torch.equal(electra.bert.state_dict()[name], tensor), name
+    assert electra.generator.bert.embeddings.token_embedding is electra.bert.embeddings.token_embedding
+    scratch = PretrainingRun.roberta().model(corpus)
+    assert not torch.equal(scratch.bert.layers[0].attention.q_proj.weight, mlm.bert.layers[0].attention.q_proj.weight)
+    with pytest.raises(ValueError, match="shared encoder"):
+        PretrainingRun.roberta(start="shared", model_changes=(("n_layers", 1),)).model(corpus)
+
+
 @pytest.mark.parametrize("maker", [PretrainingRun, PretrainingRun.electra])
 def test_unigram_output_bias_starts_the_mlm_loss_at_the_frequency_floor(corpus, maker):
     """Step 0 with the unigram bias scores what a frequency table scores, where BERT's zero bias starts near log V."""
@@ -179,6 +199,7 @@ def test_unigram_log_frequencies_count_ordinary_tokens_only():
     ({"short_fraction": 0.5}, "short_len"),
     ({"masking": "sometimes"}, "masking"),
     ({"output_bias": "random"}, "output_bias"),
+    ({"start": "checkpoint"}, "start"),
 ])
 def test_run_refuses_settings_that_do_not_go_together(changes, message):
     with pytest.raises(ValueError, match=message):

@@ -315,12 +315,16 @@ class PretrainingRun:
     # "unigram": the MLM decoder's bias starts at the log frequencies of the training tokens, so the first steps
     # need not spend themselves learning how common each token is (BERT and HF start it at 0: "zeros")
     output_bias: str = "unigram"
+    # "scratch": seed 0's random weights; "shared": the encoder (an ELECTRA run's discriminator) starts from the
+    # course's shared encoder, ENCODER_RUN's result, so the run continues that pretraining with another objective
+    start: str = "scratch"
 
     def __post_init__(self):
         check_size("batch_size", self.batch_size)
         check_size("validation_size", self.validation_size)
         choices = {"sentence_task": ("nsp", "sop", "none"), "masking": ("dynamic", "static"),
-                   "objective": ("mlm", "electra"), "output_bias": ("unigram", "zeros")}
+                   "objective": ("mlm", "electra"), "output_bias": ("unigram", "zeros"),
+                   "start": ("scratch", "shared")}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
@@ -374,11 +378,20 @@ class PretrainingRun:
                                **dict(self.model_changes))
 
     def model(self, corpus: NewsCorpus) -> BertForPreTraining | Electra:
-        """The untrained model, from seed 0: the same initial weights whatever ran before in the session. With
-        ``output_bias="unigram"`` the MLM head (an ELECTRA run's generator's) starts out predicting token
-        frequencies (``unigram_log_frequencies``)."""
+        """The model before training, from seed 0: the same initial weights whatever ran before in the session.
+        With ``start="shared"`` its encoder (and an MLM run's heads) are the shared encoder's instead. A head that
+        starts untrained with ``output_bias="unigram"`` (an ELECTRA run's generator's) predicts token frequencies
+        (``unigram_log_frequencies``)."""
         torch.manual_seed(0)
         model = Electra(self.config(corpus)) if self.objective == "electra" else BertForPreTraining(self.config(corpus))
+        if self.start == "shared":
+            if corpus is not news_corpus() or self.model_changes:
+                raise ValueError("start='shared' continues the shared encoder: use news_corpus() and no model_changes")
+            shared = shared_encoder()
+            if self.objective == "mlm":
+                model.load_state_dict(shared.state_dict())
+                return model
+            model.bert.load_state_dict(shared.bert.state_dict())  # the embeddings are the generator's too
         if self.output_bias == "unigram":
             mlm = model.generator if self.objective == "electra" else model
             with torch.no_grad():
