@@ -6,7 +6,16 @@ import random
 import pytest
 import torch
 
-from minformers.objectives import IGNORE, mask_tokens, pad, sentence_order_pairs, sentence_pairs, split_sentences
+from minformers.objectives import (
+    IGNORE,
+    SentencePair,
+    mask_tokens,
+    pad,
+    sentence_order_pairs,
+    sentence_pairs,
+    shared_piece_baseline,
+    split_sentences,
+)
 
 VOCAB, PAD, CLS, SEP, MASK = 1000, 0, 2, 3, 4
 SPECIAL = [PAD, 1, CLS, SEP, MASK]
@@ -176,3 +185,41 @@ def test_sentence_order_is_not_given_away_by_segment_lengths():
     lengths_differ = [pair.segment_ids.index(1) - 2 != len(pair.input_ids) - pair.segment_ids.index(1) - 1
                       for pair in sop]
     assert not any(lengths_differ) and not any(first_longer)
+
+
+def random_pairs(rng, count):
+    """Pairs over a 12-piece vocabulary (ids 0 and 1 special), where a next pair tends to share more pieces."""
+    pairs = []
+    for _ in range(count):
+        is_next = rng.random() < 0.5
+        first = [rng.randrange(2, 12) for _ in range(rng.randrange(1, 6))]
+        second = [rng.choice(first) if is_next and rng.random() < 0.5 else rng.randrange(2, 12)
+                  for _ in range(rng.randrange(1, 6))]
+        pairs.append(SentencePair([0, *first, 1, *second, 1], [0] * (len(first) + 2) + [1] * (len(second) + 1),
+                                  int(is_next)))
+    return pairs
+
+
+def test_shared_piece_baseline_picks_the_threshold_a_search_over_every_score_would():
+    rng = random.Random(3)
+    train, held_out = random_pairs(rng, 300), random_pairs(rng, 200)
+    frequency = {token: sum(token in pair.input_ids for pair in train) for token in range(2, 12)}
+
+    def score(pair):  # written out again, slowly: idf over the training pairs of each piece both segments hold
+        boundary = pair.segment_ids.index(1)
+        shared = set(pair.input_ids[1 : boundary - 1]) & set(pair.input_ids[boundary:-1])
+        return sum(math.log(len(train) / frequency[token]) for token in shared)
+
+    def accuracy(pairs, threshold):
+        return sum((score(pair) >= threshold) == bool(pair.is_next) for pair in pairs) / len(pairs)
+
+    candidates = sorted({score(pair) for pair in train}) + [math.inf]
+    best = max(candidates, key=lambda threshold: accuracy(train, threshold))  # the lowest of equally good ones
+    expected = accuracy(held_out, best)
+    assert expected > 0.6  # the cue is real in these pairs, so the test compares a threshold that matters
+    assert shared_piece_baseline(train, held_out, special_ids=[0, 1]) == expected
+
+
+def test_shared_piece_baseline_needs_pairs():
+    with pytest.raises(ValueError, match="need training and held-out pairs, got 0 and 1"):
+        shared_piece_baseline([], random_pairs(random.Random(0), 1), special_ids=[0, 1])

@@ -20,8 +20,10 @@ Labels use -100 for "not predicted here", the value torch's cross-entropy ignore
     True
 """
 
+import math
 import random
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -175,6 +177,54 @@ def sentence_order_pairs(pairs: Sequence[SentencePair], rng: random.Random) -> l
         segment_ids = [0] * (len(first) + 2) + [1] * (len(second) + 1)
         ordered.append(SentencePair(input_ids, segment_ids, is_next=int(not swapped)))
     return ordered
+
+
+def shared_piece_baseline(train: Sequence[SentencePair], held_out: Sequence[SentencePair],
+                          special_ids: Iterable[int]) -> float:
+    """How far NSP's topic cue alone goes: a random B comes from another article, so it tends to share fewer rare
+    pieces with A than the true next sentence does. Score a pair by the ordinary pieces its two segments share,
+    each weighted by its inverse document frequency over the ``train`` pairs (a shared "chelsea" says more than a
+    shared "the"); predict "B follows A" at or above the threshold that scores best on ``train``; return the
+    accuracy of that rule on ``held_out``. No learned weights: a yardstick for what a model could find.
+
+    >>> pair = lambda a, b, is_next: SentencePair([2, *a, 3, *b, 3], [0] * (len(a) + 2) + [1] * (len(b) + 1), is_next)
+    >>> train = [pair([5, 6], [6, 7], 1), pair([5, 8], [9, 7], 0)]
+    >>> shared_piece_baseline(train, [pair([10, 11], [11, 5], 1), pair([12], [13], 0)], special_ids=[2, 3])
+    1.0
+    """
+    if not train or not held_out:
+        raise ValueError(f"need training and held-out pairs, got {len(train)} and {len(held_out)}")
+    special = set(special_ids)
+
+    def segments(pair: SentencePair) -> tuple[set[int], set[int]]:
+        first = {token for token, segment in zip(pair.input_ids, pair.segment_ids, strict=True) if segment == 0}
+        second = {token for token, segment in zip(pair.input_ids, pair.segment_ids, strict=True) if segment == 1}
+        return first - special, second - special
+
+    document_frequency = Counter(token for pair in train for token in set(pair.input_ids))
+    unseen = math.log(len(train) + 1)  # a piece no training pair holds is as rare as can be
+
+    def score(pair: SentencePair) -> float:
+        first, second = segments(pair)
+        return sum(math.log(len(train) / document_frequency[token]) if document_frequency[token] else unseen
+                   for token in first & second)
+
+    # Sweep the threshold over the sorted training scores: predicting "next" from position i on gets the
+    # random pairs before i and the next pairs from i right.
+    ranked = sorted((score(pair), pair.is_next) for pair in train)
+    next_from = [0] * (len(ranked) + 1)
+    for index in range(len(ranked) - 1, -1, -1):
+        next_from[index] = next_from[index + 1] + ranked[index][1]
+    best_correct, threshold, random_before = next_from[0], ranked[0][0], 0
+    for index in range(1, len(ranked) + 1):
+        random_before += 1 - ranked[index - 1][1]
+        if index < len(ranked) and ranked[index][0] == ranked[index - 1][0]:
+            continue  # a threshold cannot fall between equal scores
+        correct = random_before + next_from[index]
+        if correct > best_correct:
+            best_correct = correct
+            threshold = ranked[index][0] if index < len(ranked) else math.inf
+    return sum((score(pair) >= threshold) == bool(pair.is_next) for pair in held_out) / len(held_out)
 
 
 def contiguous_blocks(documents: Sequence[Sequence[list[int]]], length: int, cls_id: int,
