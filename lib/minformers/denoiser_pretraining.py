@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from minformers.denoising import span_corruption, text_infilling
 from minformers.objectives import pad
 from minformers.train import History, TrainConfig, checkpoint_path, train
-from minformers.transformer import EOS, PAD, EncoderDecoder, TransformerConfig, shift_right
+from minformers.transformer import EOS, PAD, EncoderDecoder, TransformerConfig, sequence_loss, shift_right
 
 OBJECTIVES = ("T5 span corruption", "BART text infilling")
 
@@ -123,8 +123,7 @@ def pretrain_denoiser(run: DenoisingRun, train_sentences: Sequence[Sequence[int]
         return denoising_batch(run.objective, [train_sentences[row] for row in rows], ids, seed=step)
 
     def loss_for_batch(model: EncoderDecoder, batch: DenoisingBatch) -> torch.Tensor:
-        logits = model(batch.sources, shift_right(batch.targets))  # (B, T, V)
-        return F.cross_entropy(logits.transpose(1, 2), batch.targets, ignore_index=PAD)
+        return sequence_loss(model(batch.sources, shift_right(batch.targets)), batch.targets)
 
     data = hashlib.sha256(json.dumps([list(train_sentences), list(dev_sentences), asdict(ids)]).encode())
     settings = {"run": asdict(run), "vocab_size": vocab_size, "data": data.hexdigest()}
