@@ -7,8 +7,9 @@ REPEATS after WARMUP, at 1 and at 2 threads in this same run:
 - Llama: the modern-decoder page's tiny Llama, batch 12 x 64;
 - encoder-decoder: the translation page's 2 + 2 layers, 64 wide, batch 64 x 16;
 - BPE training (plain Python, so threads should not matter: a check that they do not hurt);
-- the scaling sweep: two runs of its narrowest and of its widest GPT trained side by side in two one-thread
-  processes (the sweep's workers) against the same two runs one after the other on two threads, in steps per second.
+- two runs side by side in two one-thread processes against the same two runs one after the other on two threads,
+  in steps per second: the scaling sweep's narrowest and widest GPTs (its workers), and the gpt page's GPT beside
+  its Llama-style sibling (``parallel.in_background``).
 
 minformers.runtime.DEFAULT_THREADS is set from what this prints; rerun it on a new machine.
 
@@ -17,6 +18,7 @@ minformers.runtime.DEFAULT_THREADS is set from what this prints; rerun it on a n
 
 import multiprocessing
 import time
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -32,7 +34,7 @@ from minformers.scaling_sweep import SweepRun
 from minformers.transformer import EncoderDecoder, TransformerConfig
 
 WARMUP, REPEATS = 3, 15
-SWEEP_STEPS = 60  # per run, in the sweep comparison
+SIDE_BY_SIDE_STEPS = 60  # per run, in the comparisons of workers against one process
 
 
 def gpt_step():
@@ -71,20 +73,31 @@ def step_seconds(build, threads: int, repeats: int = REPEATS) -> float:
     return median_time(step, repeats=repeats, warmup=WARMUP)
 
 
-def sweep_run(d_model: int, threads: int, barrier=None, results=None) -> float:
-    """Seconds for SWEEP_STEPS steps of the sweep's GPT of this width (2 layers, batch 16 x 64). With a barrier, the
-    clock starts only once both workers are ready, so that the two really run side by side."""
+def sweep_gpt_step(d_model: int):
+    model, ids = GPT(SweepRun(d_model=d_model, tokens=2**20).config(vocab_size=65)), torch.randint(0, 65, (16, 64))
+    return model, lambda: language_model_loss(model(ids), ids)
+
+
+def sibling_llama_step():
+    """The gpt page's sibling: LMRun(architecture="llama"), GPT's 4 x 128 shape, trained beside it."""
+    sizes = {"d_model": 128, "n_layers": 4, "n_heads": 4, "n_kv_heads": 2, "d_ff": 384, "max_len": 64}
+    model, ids = LlamaForCausalLM(LlamaConfig.tiny(vocab_size=65, **sizes)), torch.randint(0, 65, (12, 64))
+    return model, lambda: language_model_loss(model(ids), ids)
+
+
+def run_steps(build, threads: int, barrier=None, results=None) -> float:
+    """Seconds for SIDE_BY_SIDE_STEPS training steps of ``build()``'s model. With a barrier, the clock starts only once
+    both workers are ready, so that the two really run side by side."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    model = GPT(SweepRun(d_model=d_model, tokens=2**20).config(vocab_size=65))
-    ids = torch.randint(0, 65, (16, 64))
+    model, loss = build()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
     if barrier is not None:
         barrier.wait()
     started = time.perf_counter()
-    for _ in range(SWEEP_STEPS):
+    for _ in range(SIDE_BY_SIDE_STEPS):
         optimizer.zero_grad(set_to_none=True)
-        language_model_loss(model(ids), ids).backward()
+        loss().backward()
         optimizer.step()
     seconds = time.perf_counter() - started
     if results is not None:
@@ -92,18 +105,18 @@ def sweep_run(d_model: int, threads: int, barrier=None, results=None) -> float:
     return seconds
 
 
-def sweep_steps_per_second(d_model: int) -> tuple[float, float]:
-    """(two one-thread workers side by side, one process with two threads running both): steps per second."""
-    context = multiprocessing.get_context("spawn")  # as run_sweep starts its workers
+def side_by_side(first, second) -> tuple[float, float]:
+    """(two one-thread workers side by side, one process with two threads running both in turn): steps per second."""
+    context = multiprocessing.get_context("spawn")  # as parallel.map_in_workers starts its workers
     barrier, results = context.Barrier(2), context.Queue()
-    workers = [context.Process(target=sweep_run, args=(d_model, 1, barrier, results)) for _ in range(2)]
+    workers = [context.Process(target=run_steps, args=(build, 1, barrier, results)) for build in (first, second)]
     for worker in workers:
         worker.start()
     slowest = max(results.get(), results.get())
     for worker in workers:
         worker.join()
-    one_after_the_other = sweep_run(d_model, 2) + sweep_run(d_model, 2)
-    return 2 * SWEEP_STEPS / slowest, 2 * SWEEP_STEPS / one_after_the_other
+    in_turn = run_steps(first, 2) + run_steps(second, 2)
+    return 2 * SIDE_BY_SIDE_STEPS / slowest, 2 * SIDE_BY_SIDE_STEPS / in_turn
 
 
 def main() -> None:
@@ -120,11 +133,14 @@ def main() -> None:
     torch.set_num_threads(2)
     two = median_time(lambda: train_bpe(text, 500), repeats=3)
     print(f"  {'BPE training, 133 KB to 500 tokens':<36} {one:>9.2f}s {two:>9.2f}s {one / two:>6.2f}")
-    print("scaling sweep: two runs as two one-thread workers side by side, or one after the other on two threads")
-    for d_model in (8, 48):  # the sweep's narrowest and widest
-        side_by_side, one_after_the_other = sweep_steps_per_second(d_model)
-        print(f"  d_model {d_model:>2}: workers {side_by_side:6.1f} steps/s, one process {one_after_the_other:6.1f} "
-              f"steps/s, ratio {side_by_side / one_after_the_other:.2f} (above 1: the workers win)")
+    print("two runs as two one-thread workers side by side, or one after the other on two threads")
+    pairs = {"sweep GPT d_model 8, twice": (partial(sweep_gpt_step, 8),) * 2,  # the sweep's narrowest
+             "sweep GPT d_model 48, twice": (partial(sweep_gpt_step, 48),) * 2,  # and widest
+             "gpt page: GPT 4x128 beside Llama 4x128": (gpt_step, sibling_llama_step)}
+    for name, (first, second) in pairs.items():
+        workers, one_process = side_by_side(first, second)
+        print(f"  {name:<40} workers {workers:6.1f} steps/s, one process {one_process:6.1f} steps/s, "
+              f"ratio {workers / one_process:.2f} (above 1: the workers win)")
     print(f"minformers.runtime.DEFAULT_THREADS = {DEFAULT_THREADS}")
 
 

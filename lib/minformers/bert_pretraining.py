@@ -198,6 +198,29 @@ def masking_shares(mask_rate: float, mask_split: tuple[float, float, float], n_o
 
 
 @torch.no_grad()
+def masked_position_losses(model: BertForPreTraining, batch: PretrainingBatch) -> torch.Tensor:
+    """(N,): the MLM loss in nats at each of the batch's N predicted positions, in row-major order. Two models
+    scored on the same masks can then be compared position by position: their difference varies far less than
+    either loss, because the same positions are hard for both.
+
+    >>> tokenizer = WordPieceTokenizer([*SPECIALS, "news", "today", "rain"])
+    >>> pair = SentencePair(input_ids=[2, 5, 6, 7, 5, 3], segment_ids=[0] * 6, is_next=1)
+    >>> batch = pretraining_batch(tokenizer, [pair] * 8, torch.Generator().manual_seed(0), mask_rate=0.5)
+    >>> _ = torch.manual_seed(0)
+    >>> model = BertForPreTraining(BertConfig.tiny(vocab_size=8))
+    >>> losses = masked_position_losses(model, batch)
+    >>> len(losses) == int((batch.mlm_labels != -100).sum()), round(losses.mean().item() - prediction_scores(
+    ...     model, batch, tokenizer)["all predicted"]["loss"], 6)
+    (True, 0.0)
+    """
+    model.eval()
+    predicted = batch.mlm_labels != IGNORE_INDEX  # (B, T)
+    hidden = model.bert(batch.input_ids, batch.segment_ids, batch.attention_mask).hidden_states  # (B, T, C)
+    logits = model.mlm_head(hidden[predicted])  # (N, V)
+    return F.cross_entropy(logits, batch.mlm_labels[predicted], reduction="none")
+
+
+@torch.no_grad()
 def prediction_scores(model: BertForPreTraining, batch: PretrainingBatch, tokenizer) -> dict[str, dict[str, float]]:
     """The MLM head's mean loss (nats) and accuracy at the batch's predicted positions, grouped by what the model
     saw there: "[MASK]", "a wrong token" (a random replacement), "the true token" (kept, or a random draw that hit

@@ -5,10 +5,16 @@ benchmarks/bench_threads.py): a small model's matmuls are too short to keep two 
     >>> import math
     >>> map_in_workers(math.factorial, [5, 3])  # the function must be importable by name: defined at top level
     [120, 6]
+    >>> with in_background(math.factorial, 5) as job:  # one job on the other core while this process goes on
+    ...     here = math.factorial(3)
+    >>> here, job.get()
+    (6, 120)
 """
 
+import contextlib
 import multiprocessing
-from collections.abc import Callable, Sequence
+import multiprocessing.pool
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 
@@ -41,3 +47,20 @@ def map_in_workers(function: Callable, arguments: Sequence, workers: int = 2, co
             if on_result is not None:
                 on_result(len(results), arguments[index], result)
     return [results[i] for i in range(len(arguments))]
+
+
+@contextlib.contextmanager
+def in_background(function: Callable, argument) -> Iterator[multiprocessing.pool.AsyncResult]:
+    """Compute ``function(argument)`` on one worker process of one torch thread while the ``with`` block runs here, on
+    one thread too: two small jobs side by side instead of in turn. Yields the job; ``job.get()`` returns its result
+    (or raises its error). Leaving the block waits for the job; an error in the block stops it instead, so an
+    interrupted cell leaves nothing running. ``function`` and ``argument`` must pickle, as for ``map_in_workers``."""
+    threads = torch.get_num_threads()
+    with multiprocessing.get_context("spawn").Pool(1, initializer=_one_thread) as pool:  # leaving it ends the worker
+        job = pool.apply_async(function, (argument,))
+        torch.set_num_threads(1)
+        try:
+            yield job
+            job.wait()
+        finally:
+            torch.set_num_threads(threads)
