@@ -1,6 +1,8 @@
 """The tiny-BERT pretraining recipe: the corpus split, the batches (BERT's masking and NSP conventions), and a short
 run that resumes from its checkpoint."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -117,6 +119,22 @@ def test_static_masking_repeats_a_mask_and_dynamic_masking_does_not(corpus):
                 masks.setdefault(key, set()).add(tuple((batch.mlm_labels[row] != IGNORE_INDEX).tolist()))
         assert len(masks) == 4  # train_size: only the first 4 examples are drawn
         assert all(len(seen) == 1 for seen in masks.values()) == repeats
+
+
+def test_data_seed_draws_another_run_and_seed_0_is_the_step_seeded_one(corpus):
+    run = PretrainingRun.roberta(batch_size=8)
+    same, other = run.batches(corpus), replace(run, data_seed=1).batches(corpus)
+    examples = run.examples(corpus, "train")
+    chosen = torch.randint(len(examples), (8,), generator=torch.Generator().manual_seed(3))  # step 3's own seed
+    batch = same(3)
+    original = torch.where(batch.mlm_labels != IGNORE_INDEX, batch.mlm_labels, batch.input_ids)
+    for row, index in enumerate(chosen.tolist()):
+        block = examples[index].input_ids
+        assert original[row, : len(block)].tolist() == block
+    assert not torch.equal(batch.input_ids, other(3).input_ids)
+    assert torch.equal(other(3).input_ids, replace(run, data_seed=1).batches(corpus)(3).input_ids)
+    with pytest.raises(ValueError, match="data_seed"):
+        replace(run, data_seed=-1)
 
 
 def test_length_schedule_keeps_the_tokens_per_step(corpus):

@@ -6,7 +6,15 @@ import torch
 from torch import nn
 
 from minformers.bert import BertConfig, BertModel
-from minformers.finetuning import count_trainable, encode_sentences, fit_classifier, predict, sentence_features
+from minformers.finetuning import (
+    count_trainable,
+    encode_sentences,
+    fit_classifier,
+    linear_probe_accuracy,
+    linear_probe_predictions,
+    predict,
+    sentence_features,
+)
 from minformers.objectives import pad
 from minformers.similarity import mean_pool
 from minformers.train import TrainConfig
@@ -93,3 +101,12 @@ def test_fit_classifier_seed_sets_the_batch_order():
     assert losses(3) != losses(4)
     with pytest.raises(ValueError, match="seed"):
         losses(-1)
+
+
+def test_probe_verdicts_are_the_probe_s_accuracy_one_review_at_a_time():
+    generator = torch.Generator().manual_seed(0)
+    train_x, dev_x = torch.randn(40, 3, generator=generator), torch.randn(30, 3, generator=generator)
+    train_y, dev_y = (train_x[:, 0] > 0).long(), (dev_x[:, 0] + 0.5 * dev_x[:, 1] > 0).long()  # dev: a shifted rule
+    predicted = linear_probe_predictions(train_x, train_y, dev_x)
+    assert predicted.shape == (30,) and set(predicted.tolist()) <= {0, 1}
+    assert (predicted == dev_y).float().mean().item() == linear_probe_accuracy(train_x, train_y, dev_x, dev_y) < 1

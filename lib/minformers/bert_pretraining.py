@@ -341,9 +341,13 @@ class PretrainingRun:
     # "scratch": seed 0's random weights; "shared": the encoder (an ELECTRA run's discriminator) starts from the
     # course's shared encoder, ENCODER_RUN's result, so the run continues that pretraining with another objective
     start: str = "scratch"
+    # the draw of each step's examples, masks (and ELECTRA's replacements): 0 is the course's; another value gives
+    # another run of the same recipe, to measure how much a result depends on that luck
+    data_seed: int = 0
 
     def __post_init__(self):
         check_size("batch_size", self.batch_size)
+        check_size("data_seed", self.data_seed, minimum=0)
         check_size("validation_size", self.validation_size)
         choices = {"sentence_task": ("nsp", "sop", "none"), "masking": ("dynamic", "static"),
                    "objective": ("mlm", "electra"), "output_bias": ("unigram", "zeros"),
@@ -458,14 +462,16 @@ class PretrainingRun:
         short_batch = self.batch_size * corpus.max_len // (self.short_len or corpus.max_len)  # equal tokens per step
 
         def batch_for_step(step: int) -> PretrainingBatch:
-            generator = torch.Generator().manual_seed(step)
+            # data_seed 0: the step itself. Not data_seed << 32: torch's CPU generator keeps a seed's low 32 bits
+            seed = step + 1_000_003 * self.data_seed
+            generator = torch.Generator().manual_seed(seed)
             pool, size = (short, short_batch) if step < short_steps else (examples, self.batch_size)
             chosen = torch.randint(len(pool), (size,), generator=generator)
             if masked_once is not None:
-                return masked_once.rows(chosen, seed=step)
+                return masked_once.rows(chosen, seed=seed)
             batch = pretraining_batch(tokenizer, [pool[i] for i in chosen.tolist()], generator, self.mask_rate,
                                       self.mask_split)
-            batch.seed = step
+            batch.seed = seed
             return batch
 
         return batch_for_step

@@ -170,12 +170,26 @@ def linear_probe_accuracy(train_features: torch.Tensor, train_labels: torch.Tens
     >>> linear_probe_accuracy(features, torch.tensor([0, 0, 1, 1]), features, torch.tensor([0, 0, 1, 1]))
     1.0
     """
+    n_classes = int(max(train_labels.max(), dev_labels.max())) + 1
+    predicted = linear_probe_predictions(train_features, train_labels, dev_features, l2, n_classes)
+    return (predicted == dev_labels).float().mean().item()
+
+
+def linear_probe_predictions(train_features: torch.Tensor, train_labels: torch.Tensor, dev_features: torch.Tensor,
+                             l2: float = 1e-3, n_classes: int | None = None) -> torch.Tensor:
+    """(N_dev,) the class that ``linear_probe_accuracy``'s probe gives each dev example: its verdicts one by one, for
+    a paired test of two bodies on the same examples. ``n_classes`` defaults to the training labels' largest + 1.
+
+    >>> features = torch.tensor([[0.0], [1.0], [2.0], [3.0]])
+    >>> linear_probe_predictions(features, torch.tensor([0, 0, 1, 1]), torch.tensor([[0.5], [2.5]]))
+    tensor([0, 1])
+    """
     if train_features.dim() != 2 or dev_features.shape[1:] != train_features.shape[1:]:
         raise ValueError(f"features must be (N, C) with the same C, got {tuple(train_features.shape)} and "
                          f"{tuple(dev_features.shape)}")
     mean, spread = train_features.mean(0), train_features.std(0) + 1e-6
     train_x, dev_x = (train_features - mean) / spread, (dev_features - mean) / spread
-    n_classes = int(max(train_labels.max(), dev_labels.max())) + 1
+    n_classes = int(train_labels.max()) + 1 if n_classes is None else n_classes
     probe = nn.Linear(train_x.shape[1], n_classes)
     nn.init.zeros_(probe.weight), nn.init.zeros_(probe.bias)
     optimizer = torch.optim.LBFGS(probe.parameters(), max_iter=100, line_search_fn="strong_wolfe")
@@ -189,12 +203,14 @@ def linear_probe_accuracy(train_features: torch.Tensor, train_labels: torch.Tens
     with torch.enable_grad():  # a caller's evaluation may run under no_grad
         optimizer.step(closure)
     with torch.no_grad():
-        return accuracy(probe(dev_x), dev_labels).item()
+        return probe(dev_x).argmax(-1)
 
 
 def sentiment_probe(tokenizer, max_len: int, train_size: int = 1000, dev_size: int = 400):
     """``probe(body) -> dev accuracy``: a linear probe on ``body``'s mean-pooled features of the first
-    ``train_size`` training and ``dev_size`` dev sentences of the movie-review split, encoded once here."""
+    ``train_size`` training and ``dev_size`` dev sentences of the movie-review split, encoded once here.
+    ``probe(body, verdicts=True)`` gives instead each dev sentence's (dev_size,) right-or-wrong flag, for a paired
+    test of two bodies (``statistics.compare_over_seeds``)."""
     from minformers import data  # here, not at the top: data pulls in the artifact downloader
 
     splits = data.movie_review_splits()
@@ -203,8 +219,10 @@ def sentiment_probe(tokenizer, max_len: int, train_size: int = 1000, dev_size: i
     labels = {name: torch.tensor([label for _, label in splits[name][: len(texts[name])]]) for name in texts}
     inputs = {name: encode_sentences(tokenizer, texts[name], max_len) for name in texts}
 
-    def probe(body: nn.Module) -> float:
+    def probe(body: nn.Module, verdicts: bool = False) -> float | torch.Tensor:
         vectors = {name: sentence_features(body, *inputs[name], pooling="mean") for name in inputs}
-        return linear_probe_accuracy(vectors["train"], labels["train"], vectors["dev"], labels["dev"])
+        if not verdicts:
+            return linear_probe_accuracy(vectors["train"], labels["train"], vectors["dev"], labels["dev"])
+        return linear_probe_predictions(vectors["train"], labels["train"], vectors["dev"]) == labels["dev"]
 
     return probe
