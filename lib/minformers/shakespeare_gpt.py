@@ -19,6 +19,7 @@ from functools import lru_cache
 import torch
 
 from minformers import data
+from minformers.generation import generate
 from minformers.language_modeling import CharTokenizer, LMRun, TextCorpus, train_language_model
 from minformers.train import History
 
@@ -43,3 +44,17 @@ def train_quietly(run: LMRun) -> History:
     runs on worker processes (``parallel.map_in_workers``), whose lines would interleave."""
     with contextlib.redirect_stdout(io.StringIO()):
         return train_language_model(shakespeare_characters(), run, progress=False)[1]
+
+
+def write_samples(options: dict, prompt: str, samples: int, length: int, seed: int) -> list[str]:
+    """``samples`` texts of ``length`` characters that the GPT page's model writes after ``prompt``, with
+    ``generation.generate``'s ``options`` (temperature, top_k, top_p) and the random draws of ``seed``: one setting
+    of the generation page's sweep, importable by name so that the settings can be shared out over
+    ``parallel.map_in_workers``. The model is loaded from this build's checkpoint (trained first, quietly, if there
+    is none)."""
+    corpus = shakespeare_characters()
+    with contextlib.redirect_stdout(io.StringIO()):
+        model = train_language_model(corpus, progress=False)[0]
+    batch = torch.tensor([corpus.tokenizer.encode(prompt)]).expand(samples, -1)  # one prompt, other draws per row
+    out = generate(model, batch, length, generator=torch.Generator().manual_seed(seed), use_cache=False, **options)
+    return [corpus.tokenizer.decode(row[batch.shape[1] :]) for row in out.tolist()]
