@@ -1,13 +1,14 @@
 """Activation functions, their derivatives in closed form and their ranges, as one table of data, with the
 numerical checks that test every claim in it.
 
-``TABLE`` is the table as textbooks commonly print it (and as the course's seed gives it): for each function a
-formula, a derivative and a range, each in LaTeX and as code. ``CORRECTIONS`` replaces the rows whose printed
-claims do not survive the checks, and ``corrected_table()`` is the table with them applied. The checks:
+``TABLE`` is the table of the course's source notes, row by row: for each function the formula, the derivative and
+the range it prints, each in LaTeX and as code. ``CORRECTIONS`` replaces the rows whose printed claims do not
+survive the checks, and ``corrected_table()`` is the table with them applied. The checks:
 
+- ``formula_error``: the printed formula against torch's own function, on a grid;
 - ``derivative_error``: the closed-form derivative against autograd on a grid;
 - ``measured_range``: the range seen on a grid from -10,000 to 10,000, as an ``Interval``;
-- ``audit``: both, for every parameter setting a row lists.
+- ``audit``: all three, for every parameter setting a row lists.
 
     >>> x = torch.tensor([-1.0, 0.0, 2.0], dtype=torch.float64)
     >>> swish(x)  # x σ(x)
@@ -31,6 +32,11 @@ GELU_TANH_CUBIC = 0.044715  # the cubic term of the tanh form (Hendrycks & Gimpe
 
 def sigmoid(x: torch.Tensor) -> torch.Tensor:
     return 1 / (1 + torch.exp(-x))
+
+
+def tanh_from_exp(x: torch.Tensor) -> torch.Tensor:
+    """2 / (1 + e^(-2x)) - 1: tanh written with one exponential, as the notes print it (it is 2 σ(2x) - 1)."""
+    return 2 / (1 + torch.exp(-2 * x)) - 1
 
 
 def relu(x: torch.Tensor) -> torch.Tensor:
@@ -103,9 +109,10 @@ def elu_derivative(x: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
     return torch.where(x > 0, 1.0, elu(x, alpha) + alpha)  # f(x) + α = α eˣ on the left
 
 
-def swish_derivative_as_printed(x: torch.Tensor, beta: float = 1.0) -> torch.Tensor:
-    """f(x) + σ(x)(1 − f(x)): the form often printed, which holds only for β = 1."""
-    return swish(x, beta) + sigmoid(x) * (1 - swish(x, beta))
+def swish_derivative_as_printed(x: torch.Tensor) -> torch.Tensor:
+    """eˣ (1 + x + e⁻ˣ) / (1 + e⁻ˣ)², the notes' form: the exponentials outside and inside the bracket have swapped
+    signs (the true derivative is e⁻ˣ (1 + x + eˣ) / (1 + e⁻ˣ)²), so it is e²ˣ times too large for large x."""
+    return torch.exp(x) * (1 + x + torch.exp(-x)) / (1 + torch.exp(-x)) ** 2
 
 
 def swish_derivative(x: torch.Tensor, beta: float = 1.0) -> torch.Tensor:
@@ -115,6 +122,13 @@ def swish_derivative(x: torch.Tensor, beta: float = 1.0) -> torch.Tensor:
 
 def gelu_derivative(x: torch.Tensor) -> torch.Tensor:
     return normal_cdf(x) + x * normal_pdf(x)
+
+
+def gelu_tanh_derivative_as_printed(x: torch.Tensor) -> torch.Tensor:
+    """½ (1 + tanh u) + ½ x σ(x) (1 − tanh² u), the notes' form: the product rule's second term has a stray σ(x) =
+    1 / (1 + e⁻ˣ) where the chain rule's du/dx = √(2/π) (1 + 3 · 0.044715 x²) belongs."""
+    tanh = torch.tanh(GELU_TANH_SCALE * (x + GELU_TANH_CUBIC * x**3))
+    return 0.5 * (1 + tanh) + 0.5 * x * sigmoid(x) * (1 - tanh**2)
 
 
 def gelu_tanh_derivative(x: torch.Tensor) -> torch.Tensor:
@@ -225,10 +239,10 @@ def lowest_value(function: Callable, derivative: Callable, low: float, high: flo
 
 @dataclass(frozen=True)
 class Activation:
-    """One row of the table: what a textbook states about an activation function, as LaTeX and as code."""
+    """One row of the table: what the notes state about an activation function, as LaTeX and as code."""
 
     name: str
-    function: Callable[..., torch.Tensor]  # f(x, **parameters)
+    function: Callable[..., torch.Tensor]  # f(x, **parameters): the formula the row states
     derivative: Callable[..., torch.Tensor]  # f'(x, **parameters): the closed form the row states
     range: Callable[..., Interval]  # the range the row states, for given parameters
     formula: str  # f(x), LaTeX
@@ -240,35 +254,37 @@ class Activation:
 
 
 UNBOUNDED = Interval(-math.inf, math.inf)
+POSITIVE = Interval(0.0, math.inf)  # (0, ∞): what the notes give Swish and GELU
+GELU_TANH = r"u = \sqrt{2/\pi}\,(x + 0.044715\,x^3)"
 
+# The appendix table of the course's source notes (seeds/003), in its order, with its names and its parameter
+# (α for the leaky ReLU, PReLU and ELU slopes). Swish has no β there: it is β = 1, torch's SiLU. "GELU" there is
+# the tanh approximation, torch's gelu(approximate="tanh").
 TABLE = (
     Activation("sigmoid", sigmoid, sigmoid_derivative, lambda: Interval(0.0, 1.0),
-               r"\sigma(x) = \frac{1}{1 + e^{-x}}", r"\sigma(x)\,(1 - \sigma(x))", r"(0, 1)", torch.sigmoid),
-    Activation("tanh", torch.tanh, tanh_derivative, lambda: Interval(-1.0, 1.0),
-               r"\tanh x = \frac{e^x - e^{-x}}{e^x + e^{-x}}", r"1 - \tanh^2 x", r"(-1, 1)", torch.tanh),
+               r"\frac{1}{1 + e^{-x}}", r"\sigma(x)\,(1 - \sigma(x))", r"(0, 1)", torch.sigmoid),
+    Activation("tanh", tanh_from_exp, tanh_derivative, lambda: Interval(-1.0, 1.0),
+               r"\frac{2}{1 + e^{-2x}} - 1", r"1 - \tanh^2 x", r"(-1, 1)", torch.tanh),
     Activation("ReLU", relu, relu_derivative, lambda: Interval(0.0, math.inf, closed_low=True),
                r"\max(0, x)", r"1 \text{ if } x > 0 \text{ else } 0", r"[0, \infty)", F.relu),
     Activation("leaky ReLU", leaky_relu, leaky_relu_derivative, lambda slope: UNBOUNDED,
                r"x \text{ if } x > 0 \text{ else } \alpha x", r"1 \text{ if } x > 0 \text{ else } \alpha",
                r"(-\infty, \infty)", lambda x, slope: F.leaky_relu(x, slope), ({"slope": 0.01}, {"slope": 0.2})),
     Activation("PReLU", prelu, prelu_derivative, lambda weight: UNBOUNDED,
-               r"x \text{ if } x > 0 \text{ else } a x \; (a \text{ learned})",
-               r"1 \text{ if } x > 0 \text{ else } a", r"(-\infty, \infty)",
+               r"x \text{ if } x > 0 \text{ else } \alpha x \; (\alpha \text{ learned})",
+               r"1 \text{ if } x > 0 \text{ else } \alpha", r"(-\infty, \infty)",
                lambda x, weight: F.prelu(x, torch.tensor([weight], dtype=x.dtype)),
                ({"weight": 0.25}, {"weight": 0.1})),
     Activation("ELU", elu, elu_derivative, lambda alpha: Interval(-alpha, math.inf),
                r"x \text{ if } x > 0 \text{ else } \alpha (e^x - 1)",
                r"1 \text{ if } x > 0 \text{ else } f(x) + \alpha", r"(-\alpha, \infty)",
                lambda x, alpha: F.elu(x, alpha), ({"alpha": 1.0}, {"alpha": 0.5}, {"alpha": 2.0})),
-    Activation("Swish", swish, swish_derivative_as_printed, lambda beta: UNBOUNDED,
-               r"x\,\sigma(\beta x)", r"f(x) + \sigma(x)\,(1 - f(x))", r"(-\infty, \infty)",
-               lambda x, beta: F.silu(beta * x) / beta, ({"beta": 1.0}, {"beta": 0.5}, {"beta": 2.0})),
-    Activation("GELU", gelu, gelu_derivative, lambda: UNBOUNDED,
-               r"x\,\Phi(x)", r"\Phi(x) + x\,\varphi(x)", r"(-\infty, \infty)", F.gelu),
-    Activation("GELU (tanh)", gelu_tanh, gelu_tanh_derivative, lambda: UNBOUNDED,
-               r"\tfrac12 x\,(1 + \tanh u),\; u = \sqrt{2/\pi}\,(x + 0.044715 x^3)",
-               r"\tfrac12 (1 + \tanh u) + \tfrac12 x\,(1 - \tanh^2 u)\,\sqrt{2/\pi}\,(1 + 3 \cdot 0.044715 x^2)",
-               r"(-\infty, \infty)", lambda x: F.gelu(x, approximate="tanh")),
+    Activation("Swish", swish, swish_derivative_as_printed, lambda: POSITIVE,
+               r"\frac{x}{1 + e^{-x}}", r"\frac{e^{x}\,(1 + x + e^{-x})}{(1 + e^{-x})^2}", r"(0, \infty)", F.silu),
+    Activation("GELU", gelu_tanh, gelu_tanh_derivative_as_printed, lambda: POSITIVE,
+               r"\tfrac12 x\,(1 + \tanh u),\; " + GELU_TANH,
+               r"\tfrac12 (1 + \tanh u) + \frac{\tfrac12 x}{1 + e^{-x}}\,(1 - \tanh^2 u)", r"(0, \infty)",
+               lambda x: F.gelu(x, approximate="tanh")),
 )
 
 
@@ -283,23 +299,37 @@ def _bounded_below(function: Callable, derivative: Callable, low: float) -> Call
 
 _ROWS = {row.name: row for row in TABLE}
 CORRECTIONS = {
+    # Written with the Swish paper's β (the notes' row is β = 1), so that the correction holds for every β.
     "Swish": replace(
-        _ROWS["Swish"], derivative=swish_derivative, range=_bounded_below(swish, swish_derivative, -4.0),
-        derivative_formula=r"\beta f(x) + \sigma(\beta x)\,(1 - \beta f(x))", range_formula=r"[f(x^*), \infty),\;"
-        r" f'(x^*) = 0,\; f(x^*) = -W(1/e)/\beta",
-        note="the printed derivative holds only for β = 1; Swish is bounded below, with its minimum at a finite x"),
+        _ROWS["Swish"], formula=r"x\,\sigma(\beta x)", derivative=swish_derivative,
+        range=_bounded_below(swish, swish_derivative, -4.0),
+        derivative_formula=r"\beta f(x) + \sigma(\beta x)\,(1 - \beta f(x))",
+        range_formula=r"[f(x^*), \infty),\; f'(x^*) = 0,\; f(x^*) = -W(1/e)/\beta",
+        torch_function=lambda x, beta: F.silu(beta * x) / beta, settings=({"beta": 1.0}, {"beta": 0.5}, {"beta": 2.0}),
+        note="the derivative's exponentials have swapped signs; Swish is negative for x < 0, with a minimum at a "
+             "finite x"),
     "GELU": replace(
-        _ROWS["GELU"], range=_bounded_below(gelu, gelu_derivative, -4.0),
-        range_formula=r"[f(x^*), \infty),\; f'(x^*) = 0", note="GELU is bounded below, with its minimum at a finite x"),
-    "GELU (tanh)": replace(
-        _ROWS["GELU (tanh)"], range=_bounded_below(gelu_tanh, gelu_tanh_derivative, -4.0),
-        range_formula=r"[f(x^*), \infty),\; f'(x^*) = 0", note="bounded below, as the exact GELU"),
+        _ROWS["GELU"], derivative=gelu_tanh_derivative, range=_bounded_below(gelu_tanh, gelu_tanh_derivative, -4.0),
+        derivative_formula=r"\tfrac12 (1 + \tanh u) + \tfrac12 x\,(1 - \tanh^2 u)\,\sqrt{2/\pi}\,"
+                           r"(1 + 3 \cdot 0.044715\,x^2)",
+        range_formula=r"[f(x^*), \infty),\; f'(x^*) = 0",
+        note="the derivative has σ(x) where the chain rule's du/dx belongs; GELU is negative for x < 0, with a "
+             "minimum at a finite x"),
 }
 
 
 def corrected_table() -> tuple[Activation, ...]:
     """``TABLE`` with the rows of ``CORRECTIONS`` put in their place."""
     return tuple(CORRECTIONS.get(row.name, row) for row in TABLE)
+
+
+def formula_error(activation: Activation, x: torch.Tensor, **parameters) -> float:
+    """The largest |the row's f − torch's| over the points ``x``.
+
+    >>> formula_error(TABLE[1], torch.linspace(-6, 6, 1201, dtype=torch.float64)) < 1e-12  # tanh = 2σ(2x) - 1
+    True
+    """
+    return (activation.function(x, **parameters) - activation.torch_function(x, **parameters)).abs().max().item()
 
 
 def derivative_error(activation: Activation, x: torch.Tensor, **parameters) -> float:
@@ -314,9 +344,13 @@ def derivative_error(activation: Activation, x: torch.Tensor, **parameters) -> f
     return (activation.derivative(x.detach(), **parameters) - autograd).abs().max().item()
 
 
+HOLDS = 1e-9  # an error above this on the grid is a wrong formula, not float64 rounding
+
+
 def audit(activation: Activation, x: torch.Tensor) -> list[dict]:
-    """Every claim of a row, for each of its settings: {"setting", "derivative_error", "stated", "measured",
-    "range_holds"}. A derivative holds when its error is below 1e-9 (float64 rounding is about 1e-16).
+    """Every claim of a row, for each of its settings: {"setting", "formula_error", "derivative_error", "stated",
+    "measured", "range_holds"}. A formula or a derivative holds when its error is below ``HOLDS`` (float64 rounding
+    is about 1e-16).
 
     >>> [entry["range_holds"] for entry in audit(TABLE[-2], torch.linspace(-6, 6, 1201, dtype=torch.float64))]
     [False]
@@ -324,6 +358,7 @@ def audit(activation: Activation, x: torch.Tensor) -> list[dict]:
     entries = []
     for setting in activation.settings:
         stated, measured = activation.range(**setting), measured_range(activation.function, **setting)
-        entries.append({"setting": setting, "derivative_error": derivative_error(activation, x, **setting),
+        entries.append({"setting": setting, "formula_error": formula_error(activation, x, **setting),
+                        "derivative_error": derivative_error(activation, x, **setting),
                         "stated": stated, "measured": measured, "range_holds": stated.matches(measured)})
     return entries
