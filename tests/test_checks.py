@@ -831,7 +831,7 @@ WRONG = [
     (checks.check_contiguous_blocks, blocks_across_documents, "case 'two documents never share a block'"),
     (checks.check_replaced_token_labels, replaced_means_masked, "case 'the sample equals the original'"),
     (checks.check_compute_optimal, compute_optimal_even_split, "case 'Hoffmann et al.'s fit"),
-    (checks.check_swish_derivative, swish_derivative_as_often_printed, "case 'β = 2, where the often-printed"),
+    (checks.check_swish_derivative, swish_derivative_as_often_printed, "case 'β = 2'"),
     (checks.check_swish_derivative, swish_derivative_without_inner_beta, "case 'β = 2"),
     (checks.check_swish_derivative, swish_derivative_by_autograd, "calls the library's own solution"),
     (checks.check_adamw_step, adamw_without_bias_correction, r"case 'the first update \(t = 1\), no weight decay'"),
