@@ -10,7 +10,12 @@ import torch.nn.functional as F
 from minformers.attention import scaled_dot_product_attention
 from minformers.gpt import GPT, GPTConfig
 from minformers.kv_cache import KVCache
-from minformers.long_attention import kv_cache_bytes, local_global_attention, sliding_window_attention
+from minformers.long_attention import (
+    kv_cache_bytes,
+    linear_attention,
+    local_global_attention,
+    sliding_window_attention,
+)
 from minformers.masks import combine_masks, local_global_mask, padding_mask, sliding_window_mask
 from minformers.measure import peak_tensor_bytes
 
@@ -127,3 +132,21 @@ def test_kv_cache_bytes_of_a_rolling_window_stop_growing():
     assert sizes == [2 * 2 * 2 * 8 * 8 * 2, *[2 * 2 * 2 * 16 * 8 * 2] * 3]
     with pytest.raises(ValueError, match="length must be >= 0"):
         kv_cache_bytes(2, 2, 8, -1)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_linear_attention_equals_its_quadratic_form(causal):
+    # Written as T x T weights: phi(q_i) . phi(k_j), zero above the diagonal when causal, each row normalised.
+    torch.manual_seed(0)
+    q, k = torch.randn(2, 3, 12, 4, dtype=torch.float64), torch.randn(2, 3, 12, 4, dtype=torch.float64)
+    v = torch.randn(2, 3, 12, 5, dtype=torch.float64)
+    similarity = (F.elu(q) + 1) @ (F.elu(k) + 1).transpose(-2, -1)  # (B, H, T, T), all positive
+    if causal:
+        similarity = similarity.tril()
+    expected = (similarity / similarity.sum(-1, keepdim=True)) @ v
+    torch.testing.assert_close(linear_attention(q, k, v, causal=causal), expected, rtol=0, atol=1e-12)
+
+
+def test_linear_attention_refuses_mismatched_shapes():
+    with pytest.raises(ValueError, match="q and k must be"):
+        linear_attention(torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 5), torch.randn(1, 2, 3, 4))

@@ -1,5 +1,6 @@
 """Attention over long sequences in O(T * w) time and memory: a sliding window computed band by band, Longformer's
-local + global pattern built on it, and the memory a KV cache needs as the context grows.
+local + global pattern built on it, linear attention (O(T) by a kernel feature map), and the memory a KV cache
+needs as the context grows.
 
 Full attention writes out a (T, T) score matrix per head, so its memory grows as T^2, even when a sliding-window mask
 then throws almost all of it away. Here the queries are cut into blocks of W = window positions. A query in block b
@@ -155,6 +156,36 @@ def local_global_attention(q, k, v, window: int, global_positions) -> torch.Tens
     scores = q[..., index, :] @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., G, D) @ (..., D, T) -> (..., G, T)
     output[..., index, :] = torch.softmax(scores, dim=-1) @ v  # (..., G, T) @ (..., T, D_v) -> (..., G, D_v)
     return output
+
+
+def linear_attention(q, k, v, causal: bool = True) -> torch.Tensor:
+    """Linear attention (Katharopoulos et al., 2020): softmax(q k^T) v with the exponential similarity replaced by
+    phi(q) . phi(k), phi(x) = elu(x) + 1 > 0, so the sum over keys can be taken once, before the queries come:
+
+        out_i = phi(q_i)^T S_i / (phi(q_i)^T z_i),   S_i = sum_j phi(k_j) v_j^T,   z_i = sum_j phi(k_j),
+
+    over j <= i when causal (a running sum: an RNN whose state is the D x D_v matrix S), else over all j. Time and
+    memory grow as T D D_v, not T^2; but it is another model, not an approximation that converges to softmax.
+    This written-out causal version keeps every S_i, (B, H, T, D, D_v); a recurrent or chunked one keeps one.
+
+    q, k: (B, H, T, D); v: (B, H, T, D_v) -> (B, H, T, D_v).
+
+    >>> q, k, v = (torch.randn(1, 2, 6, 4) for _ in range(3))
+    >>> linear_attention(q, k, v)[..., 0, :].allclose(v[..., 0, :])  # the first query sees only the first value
+    True
+    """
+    if q.dim() != 4 or k.shape != q.shape or v.shape[:3] != q.shape[:3]:
+        raise ValueError(f"q and k must be (B, H, T, D) and v (B, H, T, D_v), got {tuple(q.shape)}, "
+                         f"{tuple(k.shape)}, {tuple(v.shape)}")
+    phi_q, phi_k = F.elu(q) + 1, F.elu(k) + 1  # (B, H, T, D), positive
+    if causal:
+        state = torch.cumsum(phi_k.unsqueeze(-1) * v.unsqueeze(-2), dim=2)  # (B, H, T, D, D_v): S_i for every i
+        normaliser = torch.cumsum(phi_k, dim=2)  # (B, H, T, D): z_i
+        numerator = (phi_q.unsqueeze(-2) @ state).squeeze(-2)  # (B, H, T, 1, D) @ (B, H, T, D, D_v) -> (B, H, T, D_v)
+    else:
+        numerator = phi_q @ (phi_k.transpose(-2, -1) @ v)  # (B, H, T, D) @ (B, H, D, D_v)
+        normaliser = phi_k.sum(dim=2, keepdim=True)  # (B, H, 1, D)
+    return numerator / (phi_q * normaliser).sum(-1, keepdim=True)
 
 
 def kv_cache_bytes(n_layers: int, n_kv_heads: int, head_dim: int, length: int, batch: int = 1,
