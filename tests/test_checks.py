@@ -893,6 +893,16 @@ def test_check_passes_a_correct_answer(name, capsys):
 
 
 @pytest.mark.parametrize("name", CHECKS)
+def test_a_correct_answer_passes_the_cases_a_grader_draws(name, monkeypatch, capsys):
+    # The grader draws the random cases from a seed of its own (checks.SEED): a correct answer passes them all.
+    check, correct, _ = CHECKS[name]
+    for seed in (1, 2, 3, 2**31 - 1):
+        monkeypatch.setattr(checks, "SEED", seed)
+        check(correct)
+    assert capsys.readouterr().out.count("ok: ") == 4
+
+
+@pytest.mark.parametrize("name", CHECKS)
 def test_check_fails_the_stub_and_shows_its_hint(name):
     check, _, stub = CHECKS[name]
     with pytest.raises(checks.CheckFailed, match="not attempted yet"):

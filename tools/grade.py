@@ -15,9 +15,12 @@ can change it.
 Writes OUT/grades.csv (one row per student, one column per exercise, then the number passed; written by this
 process alone, after the last student, with each student's row kept in OUT/rows/ as soon as it is graded) and
 OUT/feedback/<student>.md (each exercise's result with its message).
-Statuses: pass, wrong, raised, not attempted, calls reference, missing (the function is not defined), timeout,
-no notebook, unreadable (not a notebook this grader can run), memory limit, cpu limit, file limit, output limit,
-crashed (the sandbox ended without saying why).
+Before a pass counts, the submission's source is read (tools/screen.py): a function that reaches the library's
+solution through any chain of names is `calls reference`, and a notebook that rewrites code at run time is
+`needs review`.
+Statuses: pass, wrong, raised, not attempted, calls reference, needs review, missing (the function is not
+defined), timeout, no notebook, unreadable (not a notebook this grader can run), memory limit, cpu limit, file
+limit, output limit, crashed (the sandbox ended without saying why).
 """
 
 import argparse
@@ -29,17 +32,20 @@ import os
 import re
 import secrets
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
 from channel import ChannelClosed, ChannelTimeout, MessageTooLarge, receive, send
-from exercises import CHECK_CALL, Exercise, exercises, read
+from exercises import CHECK_CALL, Exercise, exercises, read, student_version
 from minformers import checks
 from sandbox import Limits, check_available, ended_by, kill, start
+from screen import blocked_names, parse_cells, reaches, screen_rewrites
 
 ROOT = Path(__file__).resolve().parent.parent
 HARNESS = Path(__file__).resolve().parent
@@ -60,14 +66,43 @@ class Stopped(BaseException):  # noqa: N818 -- not an Exception, so that a check
         self.status, self.message = status, message
 
 
-def chapter_exercises(chapters: Path) -> dict[str, list[Exercise]]:
-    """Each chapter's auto-checked exercises, keyed by the notebook name a student submits."""
+@dataclass(frozen=True)
+class Chapter:
+    exercises: list[Exercise]
+    trusted: set[str]  # the student edition's code cells, stripped: the course's code, not the learner's
+    blocked: dict[str, set[str]]  # {function: the names its check's blocked references go by}
+
+
+def chapters_to_grade(chapters: Path) -> dict[str, Chapter]:
+    """Each chapter with auto-checked exercises, keyed by the notebook name a student submits."""
     found = {}
     for source in sorted(chapters.glob("*.md")):
-        listed = exercises(read(source))
+        notebook = read(source)
+        listed = exercises(notebook)
         if listed:
-            found[f"{source.stem}.ipynb"] = listed
+            trusted = {without_checks(cell.source).strip() for cell in student_version(notebook).cells
+                       if cell.cell_type == "code"}
+            blocked = {e.function: blocked_names(*blocked_by(e.check)) for e in listed}
+            found[f"{source.stem}.ipynb"] = Chapter(listed, trusted, blocked)
     return found
+
+
+def without_checks(source: str) -> str:
+    """A cell without its check calls: the learner's own are not trusted, and the grader runs the checks itself."""
+    return "\n".join(line for line in source.splitlines() if not CHECK_CALL.search(line))
+
+
+def blocked_by(check: str) -> tuple[list, list]:
+    """What a check makes unavailable while the learner's function runs, found by calling it with a stub."""
+    seen = []
+
+    def stub(*args, **kwargs):
+        seen.append(checks.blocked_now)
+        raise NotImplementedError
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(checks.CheckFailed):
+        getattr(checks, check)(stub)
+    return seen[0] if seen else ([], [])
 
 
 def load_submission(path: Path) -> nbformat.NotebookNode:
@@ -143,6 +178,8 @@ class Session:
         if isinstance(error, MessageTooLarge):
             kill(self.process)
             return Stopped("output limit", f"{what} answered with {error}")
+        with contextlib.suppress(subprocess.TimeoutExpired):  # it closed the channel: let it finish exiting
+            self.process.wait(timeout=5)
         kill(self.process)
         limit = ended_by(self.process.returncode, self.limits)
         if limit:
@@ -255,15 +292,16 @@ def check_exercise(session: Session, exercise: Exercise) -> dict:
         return {"status": stop.status, "message": stop.message}
 
 
-def grade_notebook(path: Path, listed: list[Exercise], limits: Limits, cell_timeout: int,
+def grade_notebook(path: Path, chapter: Chapter, limits: Limits, cell_timeout: int,
                    notebook_timeout: int) -> dict[str, dict]:
     """{function: {"status", "message"}} for one submitted notebook."""
+    listed = chapter.exercises
     try:
         notebook = load_submission(path)
     except Unreadable as error:
         return {e.function: {"status": "unreadable", "message": str(error)} for e in listed}
-    for cell in notebook.cells:  # the learner's own check calls: the grader runs the checks itself
-        cell.source = "\n".join(line for line in cell.source.splitlines() if not CHECK_CALL.search(line))
+    for cell in notebook.cells:
+        cell.source = without_checks(cell.source)
     try:
         session = Session(notebook, limits, cell_timeout, notebook_timeout)
     except Stopped as stop:
@@ -278,20 +316,40 @@ def grade_notebook(path: Path, listed: list[Exercise], limits: Limits, cell_time
                     results[rest.function] = {"status": stopped["status"],
                                               "message": f"not checked: the notebook stopped ({stopped['message']})"}
                 break
-        return results
     finally:
         session.close()
+    return read_source(notebook, chapter, results)
 
 
-def grade_student(student: Path, exercises_by_notebook: dict, limits: Limits, cell_timeout: int,
+def read_source(notebook: nbformat.NotebookNode, chapter: Chapter, results: dict[str, dict]) -> dict[str, dict]:
+    """Passes that the submission's source does not support become `calls reference` or `needs review`."""
+    sources = [cell.source for cell in notebook.cells if cell.cell_type == "code"]
+    rewriting = screen_rewrites(sources, chapter.trusted)
+    trees, _ = parse_cells(sources)
+    for function, result in results.items():
+        if result["status"] != "pass":
+            continue
+        found = reaches(trees, function, chapter.blocked[function])
+        if found:
+            results[function] = {"status": "calls reference", "message": (
+                f"{function} reaches the library's own solution ({found}): write the computation yourself")}
+        elif rewriting:
+            listed = "\n".join(f"  {finding}" for finding in rewriting[:5])
+            results[function] = {"status": "needs review", "message": (
+                "the values were right, but the notebook does something the grader cannot read past, so an "
+                f"instructor will read it:\n{listed}")}
+    return results
+
+
+def grade_student(student: Path, chapters: dict[str, Chapter], limits: Limits, cell_timeout: int,
                   notebook_timeout: int) -> dict[str, dict]:
     """{column: result} for one student; nothing a submission does can stop the others being graded."""
     results = {}
-    for name, listed in exercises_by_notebook.items():
-        path = student / name
+    for name, chapter in chapters.items():
+        path, listed = student / name, chapter.exercises
         try:
             if path.exists() or path.is_symlink():
-                by_function = grade_notebook(path, listed, limits, cell_timeout, notebook_timeout)
+                by_function = grade_notebook(path, chapter, limits, cell_timeout, notebook_timeout)
             else:
                 misses = near_misses(student, name)
                 hint = f": found {', '.join(misses)}; name it {name}, at the top of your folder" if misses else ""
@@ -320,13 +378,13 @@ def grade(submissions: Path, chapters: Path, out: Path, cell_timeout: int = 60, 
     check_available()
     limits = limits or Limits()
     checks.SEED = secrets.randbelow(2**31) if seed is None else seed
-    exercises_by_notebook = chapter_exercises(chapters)
-    columns = [f"{Path(name).stem}:{e.function}" for name, listed in exercises_by_notebook.items() for e in listed]
+    to_grade = chapters_to_grade(chapters)
+    columns = [f"{Path(name).stem}:{e.function}" for name, chapter in to_grade.items() for e in chapter.exercises]
     for folder in ("feedback", "rows"):
         (out / folder).mkdir(parents=True, exist_ok=True)
     rows = []
     for student in sorted(path for path in submissions.iterdir() if path.is_dir()):
-        results = grade_student(student, exercises_by_notebook, limits, cell_timeout, notebook_timeout)
+        results = grade_student(student, to_grade, limits, cell_timeout, notebook_timeout)
         row = {"student": student.name, **{column: results[column]["status"] for column in columns}}
         row["passed"] = sum(row[column] == "pass" for column in columns)
         rows.append(row)

@@ -230,6 +230,10 @@ def check_sinusoidal_positions(learner: Callable[[int, int], torch.Tensor]) -> N
         Case("10 positions, 8 channels", (10, 8)),
         Case("a long sequence (slow frequencies matter)", (512, 64)),
     ]
+    draw = random.Random(SEED)
+    for _ in range(2):
+        case = (draw.randint(1, 64), 2 * draw.randint(1, 16))
+        cases.append(Case(f"random: {case[0]} positions, {case[1]} channels", case))
     run_check(
         "check_sinusoidal_positions",
         learner,
@@ -321,6 +325,11 @@ def check_encode_sentences(learner: Callable) -> None:
         Case("an empty sentence", (tokenizer, ["", "films"], 5)),
         Case("an unknown word", (tokenizer, ["good popcorn"], 8)),
     ]
+    draw = random.Random(SEED)
+    words = ["good", "bad", "film", "films", "not", ",", ".", "popcorn"]
+    for _ in range(2):
+        texts = [" ".join(draw.choices(words, k=draw.randint(0, 8))) for _ in range(draw.randint(1, 3))]
+        cases.append(Case(f"random: {texts}", (tokenizer, texts, draw.randint(3, 10))))
     run_check("check_encode_sentences", learner, finetuning.encode_sentences, cases,
               blocked_functions=[finetuning.encode_sentences])
 
@@ -376,6 +385,11 @@ def check_ideal_accuracy(learner: Callable[[int, int, int], float]) -> None:
         Case("half the keys, 4 values", (3, 6, 4)),
         Case("one key of ten, two values", (1, 10, 2)),
     ]
+    draw = random.Random(SEED)
+    for _ in range(2):  # powers of two, so that the exact comparison of floats is fair
+        n_keys = draw.choice([2, 4, 8, 16])
+        case = (draw.randint(0, n_keys), n_keys, draw.choice([2, 4, 8, 16, 32]))
+        cases.append(Case(f"random: {case}", case))
     run_check("check_ideal_accuracy", learner, _ideal_accuracy_reference, cases,
               blocked_functions=[in_context.KeyValueTask.ideal_accuracy])
 
@@ -392,6 +406,11 @@ def check_decoder_self_mask(learner: Callable[[torch.Tensor, int], torch.Tensor]
         Case("rows of lengths 3, 1 and 5", (torch.tensor([3, 1, 5]), 5)),
         Case("every row padded", (torch.tensor([2, 2]), 6)),
     ]
+    draw = random.Random(SEED)
+    for _ in range(2):
+        t = draw.randint(1, 9)
+        lengths = [draw.randint(1, t) for _ in range(draw.randint(1, 4))]
+        cases.append(Case(f"random: lengths {lengths}, t={t}", (torch.tensor(lengths), t)))
     run_check("check_decoder_self_mask", learner, _decoder_mask_reference, cases,
               blocked_functions=[masks.combine_masks])
 
@@ -428,6 +447,10 @@ def check_factorized_embedding_parameters(learner: Callable[[int, int, int], int
         Case("a tiny model", (3000, 128, 32)),
         Case("E equal to H", (100, 64, 64)),
     ]
+    draw = random.Random(SEED)
+    for _ in range(2):
+        sizes = (draw.randint(100, 50000), 64 * draw.randint(1, 32), draw.randint(8, 256))
+        cases.append(Case(f"random: V, H, E = {sizes}", sizes))
     run_check("check_factorized_embedding_parameters", learner, _factorized_embedding_reference, cases,
               blocked_functions=[bert.count_parameters])
 
@@ -549,6 +572,11 @@ def check_compute_optimal(learner: Callable) -> None:
         Case("data matter more (beta < alpha): D* grows faster", (2.0, 50.0, 0.5, 80.0, 0.2, 1e15)),
         Case("a CPU-sized budget", (0.5, 3.0, 0.25, 40.0, 0.35, 1e11)),
     ]
+    draw = random.Random(SEED)
+    for _ in range(2):
+        law = (draw.uniform(0.5, 3), draw.uniform(10, 500), draw.uniform(0.2, 0.5), draw.uniform(10, 500),
+               draw.uniform(0.2, 0.5), 10 ** draw.uniform(10, 24))
+        cases.append(Case(f"random law and budget {law[-1]:.3g} FLOPs", law))
     run_check("check_compute_optimal", in_log10, _compute_optimal_reference, cases,
               blocked_functions=[scaling.JointLaw.compute_optimal], atol=1e-6)
 
@@ -759,6 +787,10 @@ def check_equal_compute_steps(learner: Callable[[dict, float], dict]) -> None:
         Case("one run, integer FLOPs and budget", ({"only": 7}, 100)),
         Case("a run the budget buys only 1.25 steps of", ({"big": 8e9, "small": 1e9}, 1e10)),
     ]
+    draw = random.Random(SEED)
+    for _ in range(2):
+        runs = {f"run {i}": 10 ** draw.uniform(8, 10) for i in range(draw.randint(2, 4))}
+        cases.append(Case(f"random: {len(runs)} runs", (runs, 10 ** draw.uniform(10, 12))))
     run_check("check_equal_compute_steps", learners, reference, cases,
               blocked_functions=[objective_comparison.equal_compute_steps])
 
@@ -789,6 +821,12 @@ def check_true_token_share(learner: Callable[[float, tuple[float, float, float],
         Case("random tokens only, 10 ordinary ids", (0.3, (0.0, 1.0, 0.0), 10)),
         Case("40%, BERT's split, bert-base-uncased's 30,517 ordinary ids", (0.4, (0.8, 0.1, 0.1), 30517)),
     ]
+    draw = random.Random(SEED)
+    for _ in range(2):
+        weights = [draw.random() for _ in range(3)]
+        split = tuple(weight / sum(weights) for weight in weights)
+        case = (draw.uniform(0.05, 0.5), split, draw.randint(1, 50000))
+        cases.append(Case(f"random: p={case[0]:.3f}, split {tuple(round(x, 3) for x in split)}, {case[2]} ids", case))
     run_check("check_true_token_share", as_tensor, reference, cases,
               blocked_functions=[bert_pretraining.masking_shares], atol=1e-12)
 
