@@ -192,7 +192,7 @@ class Session:
             try:
                 message = receive(self.response, trusted=False, deadline=deadline, max_bytes=1 << 20)
             except (ChannelTimeout, ChannelClosed, MessageTooLarge) as error:
-                stop = self._stopped(error, f"the notebook (cell {running} was running)")
+                stop = self._stopped(error, f"cell {running}")
                 if stop.status == "timeout":
                     stop.message = f"the notebook ran past {notebook_timeout} s (cell {running} was running)"
                 raise stop from None
@@ -252,6 +252,8 @@ def _outcome(function: str, answer, session: Session):
         if answer.get("calls reference"):
             raise LookupError(checks._BLOCKED)
         raise type(str(answer.get("type", "Exception")), (Exception,), {})(answer.get("message", ""))
+    if outcome == "harness error":  # the grader's own agent failed: a bug to report, not the learner's fault
+        raise Stopped("crashed", f"the grader could not call {function}: {answer.get('message')}")
     raise Stopped("crashed", f"the notebook's answer for {function} was not understood")
 
 

@@ -82,7 +82,7 @@ def resolve(name: str):
     """'module:qualified.name' -> the object, e.g. 'minformers.llama:RMSNorm.forward'."""
     module, _, qualified = name.partition(":")
     value = importlib.import_module(module)
-    for part in qualified.split("."):
+    for part in qualified.split(".") if qualified else []:
         value = getattr(value, part)
     return value
 
@@ -124,7 +124,11 @@ def main(notebook: str, request_fd: int, response_fd: int, cell_timeout: int) ->
         request = receive(request_fd, trusted=True)
         if request["op"] == "stop":
             break
-        send(response_fd, call(shell, request))
+        try:
+            answer = call(shell, request)
+        except Exception as error:  # noqa: BLE001 -- a fault here is reported, so the grader can say what it was
+            answer = {"outcome": "harness error", "message": f"{type(error).__name__}: {error}"[:MAX_MESSAGE]}
+        send(response_fd, answer)
     os._exit(0)  # no exit handlers: nothing the submission registered runs after the last answer
 
 

@@ -101,7 +101,8 @@ def start(command: list[str], limits: Limits, extra_binds: dict[Path, str], pass
     else:
         options, inside = ["--cap-drop", "ALL"], command
     full = ["bwrap", *options, *bwrap_arguments(python_paths(), extra_binds), "--", *inside]
-    return subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    shown = None if os.environ.get("GRADE_DEBUG") else subprocess.DEVNULL  # GRADE_DEBUG=1: the sandbox's output
+    return subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=shown, stderr=shown,
                             pass_fds=pass_fds, preexec_fn=lambda: _apply_limits(limits), close_fds=True)
 
 
