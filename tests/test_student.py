@@ -1,6 +1,7 @@
 """The exercise convention, the student edition (no solution may leak), and the local notebooks."""
 
 import html
+import importlib
 import inspect
 import json
 import re
@@ -16,8 +17,18 @@ from minformers import checks
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
-from exercises import ConventionError, exercises, leak_needles, read, solution_lines, student_version  # noqa: E402
+from exercises import (  # noqa: E402
+    LISTING,
+    ConventionError,
+    exercises,
+    hide_listings,
+    leak_needles,
+    read,
+    solution_lines,
+    student_version,
+)
 from notebooks import chapters  # noqa: E402
+from student import answer_objects  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "exercise_page.md"
 STUDENT = ROOT / "_build" / "student"
@@ -144,3 +155,48 @@ def test_student_notebooks_keep_every_exercise_as_a_stub():
         for exercise in exercises(read(source)):
             assert exercise.stub in code
         assert all(not cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code")
+
+
+def answer_listings(source: Path) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """A chapter's answer objects, and what its page lists: (module, object) of each `literalinclude` with
+    `:pyobject:`."""
+    notebook = read(source)
+    shown = []
+    for cell in notebook.cells:
+        for match in LISTING.finditer(cell.source) if cell.cell_type == "markdown" else []:
+            module = re.search(r"minformers/(\w+)\.py", match.group(0))
+            name = re.search(r":pyobject:\s*(\S+)", match["options"])
+            if module and name:
+                shown.append((module.group(1), name.group(1)))
+    return answer_objects(notebook), shown
+
+
+def test_the_student_version_leaves_out_each_listing_of_an_answer():
+    hidden = 0
+    for source in chapters():
+        answers, shown = answer_listings(source)
+        edition = hide_listings(student_version(read(source)), answers)
+        text = "\n".join(cell.source for cell in edition.cells if cell.cell_type == "markdown")
+        for _, name in shown:
+            gives_away = name in answers
+            assert (f":pyobject: {name}\n" in text) != gives_away, f"{source.stem}: {name}"
+            hidden += gives_away
+    assert hidden >= 15  # the answers a page lists: next_token_targets, BM25.scores, language_model_loss, ...
+
+
+@pytest.mark.book
+def test_the_student_site_does_not_list_an_answer():
+    shown_anyway = []
+    for source in chapters():
+        answers, shown = answer_listings(source)
+        page = readable_text(STUDENT / "html" / "book" / f"{source.stem}.html")
+        for module, name in shown:
+            if name not in answers:
+                continue
+            listed = importlib.import_module(f"minformers.{module}")
+            for part in name.split("."):
+                listed = getattr(listed, part)
+            first_line = inspect.getsource(listed).strip().splitlines()[0]
+            if first_line in page:
+                shown_anyway.append(f"{source.stem}: {first_line}")
+    assert shown_anyway == []

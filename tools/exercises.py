@@ -123,6 +123,27 @@ def _check_closed(state: str) -> None:
         raise ConventionError("a {solution-start} has no {solution-end} after it")
 
 
+LISTING = re.compile(r"^(?P<fence>`{3,}|:{3,})\{literalinclude\}[^\n]*\n(?P<options>(?:[ \t]*:[\w-]+:[^\n]*\n)*)"
+                     r"(?P=fence)[ \t]*$", re.MULTILINE)
+
+
+def hide_listings(notebook, answers: dict[str, str]) -> nbformat.NotebookNode:
+    """Replace each listing (`literalinclude` with `:pyobject:`) of an object in `answers`, {object: the function
+    an exercise asks for}, by a note: in the student edition the page must not show what an exercise asks for."""
+
+    def hidden(match: re.Match) -> str:
+        shown = re.search(r":pyobject:\s*(\S+)", match["options"])
+        if shown is None or shown.group(1) not in answers:
+            return match.group(0)
+        return (f"*This edition leaves out the library's listing of `{shown.group(1)}`: writing it is the exercise "
+                f"`{answers[shown.group(1)]}`.*")
+
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown":
+            cell.source = LISTING.sub(hidden, cell.source)
+    return notebook
+
+
 def solution_lines(notebook) -> list[str]:
     """Every line of every solution in a chapter, code and prose, stripped, blank lines left out."""
     lines, state = [], "outside"

@@ -45,7 +45,7 @@ from channel import ChannelClosed, ChannelTimeout, MessageTooLarge, receive, sen
 from exercises import CHECK_CALL, Exercise, exercises, read, student_version
 from minformers import checks
 from sandbox import Limits, check_available, ended_by, kill, start
-from screen import blocked_names, parse_cells, reaches, screen_rewrites
+from screen import blocked_by, blocked_names, parse_cells, reaches, screen_rewrites
 
 ROOT = Path(__file__).resolve().parent.parent
 HARNESS = Path(__file__).resolve().parent
@@ -90,19 +90,6 @@ def chapters_to_grade(chapters: Path) -> dict[str, Chapter]:
 def without_checks(source: str) -> str:
     """A cell without its check calls: the learner's own are not trusted, and the grader runs the checks itself."""
     return "\n".join(line for line in source.splitlines() if not CHECK_CALL.search(line))
-
-
-def blocked_by(check: str) -> tuple[list, list]:
-    """What a check makes unavailable while the learner's function runs, found by calling it with a stub."""
-    seen = []
-
-    def stub(*args, **kwargs):
-        seen.append(checks.blocked_now)
-        raise NotImplementedError
-
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(checks.CheckFailed):
-        getattr(checks, check)(stub)
-    return seen[0] if seen else ([], [])
 
 
 def load_submission(path: Path) -> nbformat.NotebookNode:

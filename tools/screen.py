@@ -18,6 +18,8 @@ instructor can read it and decide.
 """
 
 import ast
+import contextlib
+import io
 import re
 from dataclasses import dataclass
 
@@ -210,6 +212,21 @@ def blocked_names(functions: list, attributes: list[tuple[object, str]]) -> set[
     if "grad" in names or "backward" in names:
         names |= AUTOGRAD_ROUTES
     return names
+
+
+def blocked_by(check: str) -> tuple[list, list]:
+    """What a check makes unavailable while the learner's function runs, found by calling it with a stub."""
+    from minformers import checks  # here: the rest of this module reads source and needs no torch
+
+    seen = []
+
+    def stub(*args, **kwargs):
+        seen.append(checks.blocked_now)
+        raise NotImplementedError
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(checks.CheckFailed):
+        getattr(checks, check)(stub)
+    return seen[0] if seen else ([], [])
 
 
 def parse_cells(sources: list[str]) -> tuple[list[tuple[int, ast.AST]], list[Finding]]:

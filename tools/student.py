@@ -18,8 +18,9 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from exercises import read, student_version
+from exercises import exercises, hide_listings, read, student_version
 from notebooks import chapters
+from screen import blocked_by
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "_build"
@@ -45,6 +46,30 @@ The pages, with their figures and without solutions, are in html/index.html.
 """
 
 
+# Blocked functions whose listing is not an exercise's answer, so the student edition keeps it: the chunked-attention
+# exercise blocks these because they compute whole attention, which is not the online softmax it asks for.
+NOT_ANSWERS = {"sliding_window_attention", "local_global_attention"}
+
+
+def answer_objects(notebook) -> dict[str, str]:
+    """{lib object whose listing would give an exercise away: the function the exercise asks for}. An exercise's
+    answers are the functions its check blocks; a method's whole class counts too (a listing of `Adam` shows
+    `Adam.update`)."""
+    answers = {}
+    for exercise in exercises(notebook):
+        for function in blocked_by(exercise.check)[0]:
+            if function.__name__ not in NOT_ANSWERS:
+                answers |= dict.fromkeys({function.__qualname__, function.__qualname__.split(".")[0]},
+                                         exercise.function)
+    return answers
+
+
+def edition(name: str, keep_outputs: bool = False) -> nbformat.NotebookNode:
+    """A chapter's student version: solutions out, and the listings that would give its exercises away."""
+    notebook = read(executed(name))
+    return hide_listings(student_version(notebook, keep_outputs), answer_objects(notebook))
+
+
 def notebook_names() -> list[str]:
     """The notebook pages of _toc.yml, as docnames such as 'book/attention'."""
     return [str(source.relative_to(ROOT).with_suffix("")) for source in chapters()]
@@ -59,8 +84,7 @@ def executed(name: str) -> Path:
 
 def write_notebooks(names: list[str]) -> None:
     for name in names:
-        notebook = student_version(read(executed(name)))
-        nbformat.write(notebook, STUDENT / "notebooks" / f"{Path(name).name}.ipynb")
+        nbformat.write(edition(name), STUDENT / "notebooks" / f"{Path(name).name}.ipynb")
 
 
 def write_library() -> None:
@@ -81,7 +105,7 @@ def build_site(names: list[str]) -> None:
     for page in (ROOT / "book").glob("*.md"):
         name = str(page.relative_to(ROOT).with_suffix(""))
         if name in names:
-            nbformat.write(student_version(read(executed(name)), keep_outputs=True), source / f"{name}.ipynb")
+            nbformat.write(edition(name, keep_outputs=True), source / f"{name}.ipynb")
         else:
             shutil.copy2(page, source / f"{name}.md")
     shutil.copy2(ROOT / "_toc.yml", source / "_toc.yml")
