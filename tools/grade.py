@@ -43,7 +43,7 @@ import nbformat
 
 from channel import ChannelClosed, ChannelTimeout, MessageTooLarge, receive, send
 from exercises import CHECK_CALL, Exercise, exercises, read, student_version
-from minformers import checks
+from minformers import checks, data, train
 from sandbox import Limits, check_available, ended_by, kill, start
 from screen import blocked_by, blocked_names, parse_cells, reaches, screen_rewrites
 
@@ -138,6 +138,16 @@ def near_misses(student: Path, name: str) -> list[str]:
     return sorted(found)
 
 
+def course_caches() -> tuple[dict[Path, str], dict[str, str]]:
+    """The course's data cache and the book's checkpoints, read-only in the sandbox: the chapters load their data
+    and trained models from them, as when the book is built, instead of downloading (the sandbox has no network)
+    or training again. `make book` fills both."""
+    data_cache = data.cache_dir()
+    checkpoints = train.checkpoint_path("any", {}).parent
+    binds = {path: str(path) for path in (data_cache, checkpoints) if path.is_dir()}
+    return binds, {"MINFORMERS_CACHE": str(data_cache)}
+
+
 class Session:
     """One submitted notebook running in its sandbox, answering calls of its functions."""
 
@@ -151,8 +161,9 @@ class Session:
         self.response, response_write = os.pipe()
         command = ["python", "/grader/harness.py", "/submission/submission.ipynb",
                    str(request_read), str(response_write), str(cell_timeout)]
-        self.process = start(command, limits, {HARNESS: "/grader", self.folder: "/submission"},
-                             (request_read, response_write))
+        caches, environment = course_caches()
+        self.process = start(command, limits, {HARNESS: "/grader", self.folder: "/submission", **caches},
+                             (request_read, response_write), environment)
         os.close(request_read)
         os.close(response_write)
         self.problems = self._wait_ready(time.monotonic() + notebook_timeout, notebook_timeout)

@@ -38,8 +38,9 @@ def _ancestors(path: Path) -> list[Path]:
     return [parent for parent in reversed(path.parents) if parent != Path("/")]
 
 
-def bwrap_arguments(readable: list[Path], extra_binds: dict[Path, str]) -> list[str]:
-    """bwrap's options: each path in `readable` mounted read-only where it is, `extra_binds` {host: inside}."""
+def bwrap_arguments(readable: list[Path], extra_binds: dict[Path, str], environment: dict[str, str]) -> list[str]:
+    """bwrap's options: each path in `readable` mounted read-only where it is, `extra_binds` {host: inside}, and
+    `environment` added to the few variables the sandbox sets."""
     arguments = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
                  "--die-with-parent", "--new-session",
                  "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev",
@@ -55,10 +56,10 @@ def bwrap_arguments(readable: list[Path], extra_binds: dict[Path, str]) -> list[
                 arguments += ["--perms", "0755", "--dir", str(parent)]
                 made.add(parent)
         arguments += ["--ro-bind", str(host), inside]
-    environment = {"HOME": "/tmp", "MPLCONFIGDIR": "/tmp", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1",
-                   "PYTHONDONTWRITEBYTECODE": "1", "PATH": f"{Path(sys.executable).absolute().parent}:/usr/bin:/bin",
-                   "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    for name, value in environment.items():
+    variables = {"HOME": "/tmp", "MPLCONFIGDIR": "/tmp", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1",
+                 "PYTHONDONTWRITEBYTECODE": "1", "PATH": f"{Path(sys.executable).absolute().parent}:/usr/bin:/bin",
+                 "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **environment}
+    for name, value in variables.items():
         arguments += ["--setenv", name, value]
     return arguments
 
@@ -74,7 +75,8 @@ def check_available() -> None:
         raise SandboxUnavailable(
             "the grader runs each submission in a sandbox made by bubblewrap, which is not installed: "
             "run `sudo apt-get install bubblewrap` (Debian, Ubuntu) or `sudo dnf install bubblewrap` (Fedora)")
-    probe = subprocess.run(["bwrap", *bwrap_arguments([], {}), "--", "/usr/bin/true"], capture_output=True, text=True)
+    probe = subprocess.run(["bwrap", *bwrap_arguments([], {}, {}), "--", "/usr/bin/true"], capture_output=True,
+                           text=True)
     if probe.returncode != 0:
         raise SandboxUnavailable(f"bubblewrap is installed but cannot make a sandbox here: {probe.stderr.strip()}")
 
@@ -92,7 +94,8 @@ def _apply_limits(limits: Limits) -> None:
     resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
 
 
-def start(command: list[str], limits: Limits, extra_binds: dict[Path, str], pass_fds: tuple[int, ...]):
+def start(command: list[str], limits: Limits, extra_binds: dict[Path, str], pass_fds: tuple[int, ...],
+          environment: dict[str, str] | None = None):
     """Start `command` in a sandbox; returns the Popen. A root grader's sandboxes run as `nobody` (setpriv), since
     RLIMIT_NPROC does not bind root."""
     if os.geteuid() == 0:  # setpriv needs root's capabilities to change user; becoming `nobody` drops them all
@@ -100,7 +103,7 @@ def start(command: list[str], limits: Limits, extra_binds: dict[Path, str], pass
                                "--inh-caps=-all", "--bounding-set=-all", *command]
     else:
         options, inside = ["--cap-drop", "ALL"], command
-    full = ["bwrap", *options, *bwrap_arguments(python_paths(), extra_binds), "--", *inside]
+    full = ["bwrap", *options, *bwrap_arguments(python_paths(), extra_binds, environment or {}), "--", *inside]
     shown = None if os.environ.get("GRADE_DEBUG") else subprocess.DEVNULL  # GRADE_DEBUG=1: the sandbox's output
     return subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=shown, stderr=shown,
                             pass_fds=pass_fds, preexec_fn=lambda: _apply_limits(limits), close_fds=True)
