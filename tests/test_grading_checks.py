@@ -16,26 +16,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
+from book_helpers import page  # noqa: E402
 from exercises import read, student_version  # noqa: E402
 from grade import grade  # noqa: E402
 from test_checks import CHECKS  # noqa: E402
 
 pytestmark = pytest.mark.slow
-HEADER = """---
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
-
-# Every check
-
-```{code-cell} ipython3
-"""
 
 
 def answers_source() -> str:
@@ -50,7 +36,7 @@ def answers_source() -> str:
 
 def chapter() -> str:
     """One exercise per check: the answer is test_checks.py's correct function, given the learner's name."""
-    text = HEADER + answers_source() + "\n```\n"
+    text = page(answers_source())
     for name, (check, correct, _) in CHECKS.items():
         stub = f'def my_{name}(*args): raise NotImplementedError("write my_{name}")'
         text += (f"\n```{{code-cell}} ipython3\n:tags: [solution]\n:stub: '{stub}'\n\n"
