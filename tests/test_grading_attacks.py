@@ -269,3 +269,7 @@ def test_nothing_is_written_outside_the_students_folder(graded):
 def test_no_process_outlives_grading(graded):
     *_, leftovers = graded
     assert leftovers == []
+
+
+def test_the_graders_seed_does_not_outlive_grading(graded):
+    assert checks.SEED == 0  # checks run afterwards in this process draw the learners' cases again

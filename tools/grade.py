@@ -377,20 +377,20 @@ def grade(submissions: Path, chapters: Path, out: Path, cell_timeout: int = 60, 
           limits: Limits | None = None, seed: int | None = None) -> list[dict]:
     check_available()
     limits = limits or Limits()
-    checks.SEED = secrets.randbelow(2**31) if seed is None else seed
     to_grade = chapters_to_grade(chapters)
     columns = [f"{Path(name).stem}:{e.function}" for name, chapter in to_grade.items() for e in chapter.exercises]
     for folder in ("feedback", "rows"):
         (out / folder).mkdir(parents=True, exist_ok=True)
     rows = []
-    for student in sorted(path for path in submissions.iterdir() if path.is_dir()):
-        results = grade_student(student, to_grade, limits, cell_timeout, notebook_timeout)
-        row = {"student": student.name, **{column: results[column]["status"] for column in columns}}
-        row["passed"] = sum(row[column] == "pass" for column in columns)
-        rows.append(row)
-        (out / "feedback" / f"{student.name}.md").write_text(feedback(student.name, results))
-        (out / "rows" / f"{student.name}.json").write_text(json.dumps(row))
-        print(f"{student.name}: {row['passed']}/{len(columns)} passed", flush=True)
+    with checks.cases_from(secrets.randbelow(2**31) if seed is None else seed):
+        for student in sorted(path for path in submissions.iterdir() if path.is_dir()):
+            results = grade_student(student, to_grade, limits, cell_timeout, notebook_timeout)
+            row = {"student": student.name, **{column: results[column]["status"] for column in columns}}
+            row["passed"] = sum(row[column] == "pass" for column in columns)
+            rows.append(row)
+            (out / "feedback" / f"{student.name}.md").write_text(feedback(student.name, results))
+            (out / "rows" / f"{student.name}.json").write_text(json.dumps(row))
+            print(f"{student.name}: {row['passed']}/{len(columns)} passed", flush=True)
     partial = out / "grades.csv.partial"
     with open(partial, "w", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=["student", *columns, "passed"])
