@@ -8,6 +8,7 @@ from itertools import pairwise
 import pytest
 import tiktoken
 import tiktoken.load
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -250,6 +251,15 @@ def test_decode_replaces_invalid_utf8():
     assert bytes_only.decode(list(euro)) == "€"
     assert bytes_only.decode(list(euro[:2])) == "\ufffd"  # a character cut in half
     assert bytes_only.decode([0xFF, ord("a")]) == "\ufffda"  # 0xFF never occurs in UTF-8
+
+
+def test_decode_takes_a_1d_tensor_of_ids_and_names_any_other():
+    bytes_only = ByteBPETokenizer(*train_bpe("x", 256))  # no merges: id = byte
+    assert bytes_only.decode(torch.tensor([104, 105])) == bytes_only.decode([104, 105]) == "hi"
+    assert bytes_only.decode(torch.tensor([], dtype=torch.long)) == ""
+    for ids in [torch.tensor([[104, 105]]), torch.tensor(104), torch.tensor([104.0, 105.0])]:
+        with pytest.raises(ValueError, match=r"ids must be a 1-D tensor of integer ids, got shape \(.*row at a time"):
+            bytes_only.decode(ids)
 
 
 FRAGMENTS = [

@@ -78,6 +78,16 @@ def test_bad_options_get_clear_errors(model, options, match):
         generate(model, torch.tensor([[1]]), 2, **options)
 
 
+@pytest.mark.parametrize("temperature", [0, 1.0])
+def test_logits_that_name_no_token_get_clear_errors(temperature):
+    inf, nan = float("inf"), float("nan")
+    with pytest.raises(ValueError, match=r"every logit of rows \[1\] is -inf, so no token can be chosen"):
+        next_token(torch.tensor([[0.0, -inf], [-inf, -inf]]), temperature)
+    with pytest.raises(ValueError, match=r"the logits of rows \[0\] contain NaN"):
+        next_token(torch.tensor([[0.0, nan], [0.0, 1.0]]), temperature)
+    assert next_token(torch.tensor([[-inf, 0.0, -inf]]), temperature).tolist() == [1]  # one token left is enough
+
+
 def test_generation_restores_training_mode(model):
     model.train()
     generate(model, torch.tensor([[1]]), 2)

@@ -3,15 +3,19 @@ exact resumption from a checkpoint (dropout included), refusals, and what progre
 
 import json
 import math
+import os
 import random
 import re
 
 import numpy as np
 import pytest
 import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
 from torch import nn
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
+import minformers.train
 from minformers.train import History, TrainConfig, learning_rate, load_weights, make_optimizer, train
 
 VOCAB = 11
@@ -337,6 +341,61 @@ def test_load_weights_only(finished_checkpoint):
     assert fresh.head.weight is fresh.embed.weight
     with pytest.raises(ValueError, match="does not fit this model"):
         load_weights(nn.Linear(3, 1), path)
+
+
+def flip_last_byte(path):
+    whole = path.read_bytes()
+    path.write_bytes(whole[:-1] + bytes([whole[-1] ^ 0xFF]))  # the last byte of the last tensor's data
+
+
+@pytest.mark.parametrize(("spoil", "match"), [
+    (lambda path: path.write_bytes(b""), "is not a complete safetensors file"),
+    (lambda path: path.write_bytes(path.read_bytes()[:-10]), "is not a complete safetensors file"),
+    (lambda path: path.unlink() or path.mkdir(), "is a directory"),
+    (lambda path: save_file({"model.embed.weight": torch.zeros(VOCAB, 8)}, path), "has no minformers metadata"),
+    (flip_last_byte, "is corrupt: its contents no longer match the sha256 saved with them"),
+    (lambda path: path.write_bytes(path.read_bytes().replace(b'\\"step\\": 4', b'\\"step\\": 3')), "is corrupt"),
+])  # fmt: skip
+def test_a_spoilt_checkpoint_is_refused_by_name(finished_checkpoint, spoil, match):
+    _, config, path = finished_checkpoint
+    spoil(path)
+    for load in [lambda: load_weights(TinyTiedModel(), path),
+                 lambda: train(TinyTiedModel(), token_batch, token_loss, config, checkpoint=path, progress=False)]:
+        with pytest.raises(ValueError, match=f"^checkpoint {re.escape(str(path))} {match}"):
+            load()
+
+
+def test_a_checkpoint_saved_before_checksums_still_loads(finished_checkpoint):
+    trained, _, path = finished_checkpoint
+    with safe_open(path, framework="pt") as file:
+        tensors, metadata = {key: file.get_tensor(key) for key in file.keys()}, file.metadata()
+    save_file(tensors, path, metadata={"minformers": metadata["minformers"]})  # as saved before: no "sha256"
+    assert torch.equal(load_weights(TinyTiedModel(), path).embed.weight, trained.embed.weight)
+
+
+def test_saves_leave_no_partial_files(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "run.safetensors"
+    dead = tmp_path / f".run.safetensors.{2**22 + 1}.partial"  # above Linux's largest pid: its save was killed
+    running = tmp_path / f".run.safetensors.{os.getppid()}.partial"  # a live process's: still being written
+    for partial in (dead, running):
+        partial.write_bytes(b"half a checkpoint")
+    saves = []
+
+    def second_save_fails(tensors, filename, metadata):
+        saves.append(filename)
+        if len(saves) == 2:
+            filename.write_bytes(b"half a checkpoint")
+            raise OSError(28, "No space left on device")
+        save_file(tensors, filename, metadata=metadata)
+
+    monkeypatch.setattr(minformers.train, "save_file", second_save_fails)
+    config = TrainConfig(steps=4, lr=0.02, warmup_steps=1, eval_every=2)
+    with pytest.raises(OSError, match="No space left on device"):
+        train(TinyTiedModel(), token_batch, token_loss, config, checkpoint=path, progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([running.name, path.name])
+    capsys.readouterr()
+    train(TinyTiedModel(), token_batch, token_loss, config, checkpoint=path, progress=False)
+    assert capsys.readouterr().out.startswith("resumed from run.safetensors at step 2/4\n")  # the first save is whole
 
 
 # ---------------------------------------------------------------- errors

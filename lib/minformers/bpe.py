@@ -326,12 +326,19 @@ class ByteBPETokenizer:
         return final, ""
 
     def decode(self, ids: Iterable[int]) -> str:
-        """The text of `ids`; bytes that are not valid UTF-8 (e.g. half a character) become U+FFFD.
+        """The text of `ids` (a list, or a 1-D tensor); bytes that are not valid UTF-8 (e.g. half a character)
+        become U+FFFD.
 
         >>> tokenizer = ByteBPETokenizer(*train_bpe("no merges, only bytes", 256))
         >>> tokenizer.encode("é"), tokenizer.decode([0xC3]), tokenizer.decode([0xC3, 0xA9])
         ([195, 169], '�', 'é')
         """
+        if hasattr(ids, "tolist"):  # a tensor's items are 0-d tensors, not the vocab's int keys
+            shape, dtype = tuple(ids.shape), ids.dtype
+            ids = ids.tolist()
+            if not isinstance(ids, list) or not all(isinstance(token_id, int) for token_id in ids):
+                raise ValueError(f"ids must be a 1-D tensor of integer ids, got shape {shape} and dtype {dtype}; "
+                                 "decode a batch one row at a time: [tokenizer.decode(row) for row in ids]")
         try:
             data = b"".join(self.vocab[token_id] for token_id in ids)
         except KeyError as error:

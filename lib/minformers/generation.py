@@ -46,6 +46,16 @@ def next_token(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None
     """Choose one token per row from (B, V) logits -> (B,). ``temperature=0`` is greedy (the argmax)."""
     if not temperature >= 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
+    # A NaN or an all -inf row passes unnoticed at temperature 0 (argmax returns an index anyway) and fails
+    # obscurely when sampling.
+    has_nan = logits.isnan().any(dim=-1)  # (B,)
+    if has_nan.any():
+        raise ValueError(f"the logits of rows {has_nan.nonzero().flatten().tolist()} contain NaN, so no token can be "
+                         "chosen; check the model's forward pass (NaN weights often mean training diverged)")
+    all_masked = (logits == float("-inf")).all(dim=-1)  # (B,)
+    if all_masked.any():
+        raise ValueError(f"every logit of rows {all_masked.nonzero().flatten().tolist()} is -inf, so no token can be "
+                         "chosen; was every token masked out before next_token?")
     if temperature == 0:
         return logits.argmax(dim=-1)
     probabilities = filter_logits(logits / temperature, top_k, top_p).softmax(dim=-1)

@@ -184,4 +184,7 @@ def language_model_loss(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.
     if logits.dim() != 3 or logits.shape[:2] != input_ids.shape:
         raise ValueError(f"logits must be (B, T, V) for input_ids (B, T), got {tuple(logits.shape)} and "
                          f"{tuple(input_ids.shape)}")
+    if input_ids.shape[1] < 2:  # one token has no next token to predict: the mean over no targets would be NaN
+        raise ValueError(f"language_model_loss needs at least 2 tokens per row, got input_ids of shape "
+                         f"{tuple(input_ids.shape)}")
     return F.cross_entropy(logits[:, :-1].flatten(0, 1), input_ids[:, 1:].flatten())

@@ -24,6 +24,7 @@ updates the model had received when it was measured, so ``h.steps`` runs 0..step
     (True, True, 2.0)
 """
 
+import glob
 import hashlib
 import json
 import math
@@ -38,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import tqdm
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from minformers.validation import check_size
@@ -200,16 +201,65 @@ def _save(path: Path, model, optimizer, config: TrainConfig, history: History, s
     numpy_state = np.random.get_state()
     rng = {"python": [version, list(python_state), gauss],
            "numpy": [numpy_state[0], numpy_state[1].tolist(), *numpy_state[2:]]}
-    meta = {"step": step, "config": asdict(config), "history": history.to_dict(), "rng": rng}
+    meta = json.dumps({"step": step, "config": asdict(config), "history": history.to_dict(), "rng": rng})
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    save_file(tensors, partial, metadata={"minformers": json.dumps(meta)})
-    os.replace(partial, path)  # atomic: a crash mid-save leaves the previous checkpoint whole
+    _remove_stale_partials(path)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")  # the pid: two processes may save one path
+    try:
+        save_file(tensors, partial, metadata={"minformers": meta, "sha256": _checksum(tensors, meta)})
+        os.replace(partial, path)  # atomic: a crash mid-save leaves the previous checkpoint whole
+    finally:
+        partial.unlink(missing_ok=True)  # left only by a failed save (a full disk, an interrupt)
+
+
+def _remove_stale_partials(path: Path) -> None:
+    """Delete the partial files of saves to ``path`` whose process has died (killed mid-save, say); a partial
+    that a running process is still writing stays."""
+    for partial in path.parent.glob(f".{glob.escape(path.name)}.*.partial"):
+        pid = partial.name.removeprefix(f".{path.name}.").removesuffix(".partial")
+        if pid.isdigit() and not _is_running(int(pid)):
+            partial.unlink(missing_ok=True)
+
+
+def _is_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0 sends nothing: it only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, under another user
+        pass
+    return True
+
+
+def _checksum(tensors: dict[str, torch.Tensor], meta: str) -> str:
+    """sha256 of the metadata and of every tensor's name, dtype, shape and bytes: one flipped bit changes it."""
+    digest = hashlib.sha256(meta.encode())
+    for name in sorted(tensors):
+        tensor = tensors[name].contiguous()
+        digest.update(f"\0{name}\0{tensor.dtype}\0{tuple(tensor.shape)}\0".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy())  # raw bytes, whatever the dtype
+    return digest.hexdigest()
 
 
 def _read(path: Path) -> tuple[dict[str, torch.Tensor], dict]:
-    with safe_open(path, framework="pt") as file:
-        return {key: file.get_tensor(key) for key in file.keys()}, json.loads(file.metadata()["minformers"])
+    """The tensors and metadata of a checkpoint written by ``_save``; a file that is not one, or whose bytes have
+    changed since, raises an error that names it."""
+    if path.is_dir():  # safe_open would say only "No such device"
+        raise ValueError(f"checkpoint {path} is a directory; pass the path of a .safetensors file written by train")
+    try:
+        with safe_open(path, framework="pt") as file:
+            tensors, metadata = {key: file.get_tensor(key) for key in file.keys()}, file.metadata() or {}
+    except SafetensorError as error:  # empty, cut short (a full disk, a killed copy), or not safetensors at all
+        raise ValueError(f"checkpoint {path} is not a complete safetensors file ({error}); delete it and train "
+                         "again") from None
+    if "minformers" not in metadata:
+        raise ValueError(f"checkpoint {path} has no minformers metadata, so train did not write it; read other "
+                         "safetensors files with safetensors.torch.load_file")
+    # Checkpoints saved before checksums were added have none, and load unchecked.
+    if "sha256" in metadata and metadata["sha256"] != _checksum(tensors, metadata["minformers"]):
+        raise ValueError(f"checkpoint {path} is corrupt: its contents no longer match the sha256 saved with them; "
+                         "delete it and train again")
+    return tensors, json.loads(metadata["minformers"])
 
 
 def _load_model(model: torch.nn.Module, tensors: dict[str, torch.Tensor], path: Path) -> None:
