@@ -134,6 +134,14 @@ def my_positions(length, d_model):
                                "    return torch.ones(2**36, dtype=torch.uint8)", CORRECT_POSITIONS,
                                after="hog = bytearray(2**36)"),
         "prints_50_mb": notebook(CORRECT_MASK, CORRECT_POSITIONS, after="print('x' * 50_000_000)"),
+        "answers_80_mb": notebook(CORRECT_MASK,
+                                  "def my_positions(length, d_model):\n    return torch.zeros(20_000_000)"),
+        "writes_100_mb": notebook("def my_mask(t, window, global_positions):\n"
+                                  "    with open('/tmp/big', 'wb') as file:\n        file.write(bytes(100 << 20))",
+                                  CORRECT_POSITIONS),
+        "starts_processes_when_called": notebook(
+            "import subprocess\ndef my_mask(t, window, global_positions):\n"
+            "    return [subprocess.Popen(['sleep', '600']) for _ in range(100)]", CORRECT_POSITIONS),
         "starts_200_processes": notebook(CORRECT_MASK, CORRECT_POSITIONS, after=(
             "import subprocess\nstarted = []\ntry:\n    for _ in range(200):\n"
             "        started.append(subprocess.Popen(['sleep', '600']))\nexcept OSError as error:\n    print(error)")),
@@ -182,6 +190,9 @@ EXPECTED = {  # student: (my_mask, my_positions)
     "ignores_interrupts": ("timeout", "timeout"),
     "memory_hog": ("memory limit", "pass"),
     "prints_50_mb": ("pass", "pass"),
+    "answers_80_mb": ("pass", "output limit"),
+    "writes_100_mb": ("file limit", "needs review"),  # `open` is not needed by an exercise
+    "starts_processes_when_called": ("process limit", "needs review"),
     "starts_200_processes": ("needs review", "needs review"),
     "exits_the_kernel": ("crashed", "crashed"),
     "syntax_error": ("missing", "pass"),
@@ -242,7 +253,8 @@ def test_no_cheat_passes_anything(graded):
     passing = {student for student, row in rows.items() if row["passed"] and student not in honest}
     # the exceptions pass the exercise they did not cheat on: a syntax error or an exit in the other one, a limit
     # hit in the other one, or a harmless print
-    assert passing == {"saved_alias", "memory_hog", "prints_50_mb", "syntax_error", "raises_system_exit"}
+    assert passing == {"saved_alias", "memory_hog", "prints_50_mb", "answers_80_mb", "syntax_error",
+                       "raises_system_exit"}
     assert all(rows[student]["passed"] == 2 for student in honest)
 
 

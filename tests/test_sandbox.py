@@ -10,7 +10,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
-from sandbox import Limits, check_available, kill, start  # noqa: E402
+from sandbox import Limits, check_available, ended_by, kill, start  # noqa: E402
 
 PROBE = """
 import json, os, socket, subprocess, sys
@@ -73,3 +73,13 @@ def test_limits_hold(probed):
 @pytest.mark.skipif(os.geteuid() != 0, reason="only a root grader changes user")
 def test_a_root_grader_runs_submissions_as_nobody(probed):
     assert probed["uid"] == 65534
+
+
+def test_a_process_over_its_processor_time_is_stopped_and_said_so():
+    limits = Limits(cpu_seconds=2)
+    process = start(["python", "-c", "while True: pass"], limits, {}, ())
+    try:
+        process.wait(timeout=60)
+    finally:
+        kill(process)
+    assert ended_by(process.returncode, limits).startswith("cpu limit")

@@ -20,7 +20,8 @@ solution through any chain of names is `calls reference`, and a notebook that re
 `needs review`.
 Statuses: pass, wrong, raised, not attempted, calls reference, needs review, missing (the function is not
 defined), timeout, no notebook, unreadable (not a notebook this grader can run), memory limit, cpu limit, file
-limit, output limit, crashed (the sandbox ended without saying why).
+limit, process limit, output limit, crashed (the sandbox ended without saying why).
+With GRADE_DEBUG=1 in the environment, what the sandboxed notebooks print goes to the grader's terminal.
 """
 
 import argparse
@@ -51,7 +52,10 @@ ROOT = Path(__file__).resolve().parent.parent
 HARNESS = Path(__file__).resolve().parent
 MAX_NOTEBOOK_BYTES = 64 << 20
 MAX_ANSWER_BYTES = 64 << 20
-MEMORY_ERRORS = ("MemoryError", "can't allocate memory", "not enough memory")
+# What an exception says when the learner's function ran into one of the sandbox's limits: {status: its signs}.
+LIMIT_ERRORS = {"memory limit": ("MemoryError", "can't allocate memory", "not enough memory"),
+                "file limit": ("File too large",),
+                "process limit": ("Resource temporarily unavailable",)}
 
 
 class Unreadable(ValueError):
@@ -284,12 +288,18 @@ def check_exercise(session: Session, exercise: Exercise) -> dict:
         return {"status": "pass", "message": ""}
     except checks.CheckFailed as failure:
         message = str(failure)
-        if failure.kind == "raised" and any(sign in message for sign in MEMORY_ERRORS):
-            limit = f"(the limit is {session.limits.memory_bytes / 2**30:g} GB)"
-            return {"status": "memory limit", "message": f"{message}\n{limit}"}
+        for status, signs in LIMIT_ERRORS.items() if failure.kind == "raised" else {}:
+            if any(sign in message for sign in signs):
+                return {"status": status, "message": f"{message}\n({limit_said(status, session.limits)})"}
         return {"status": failure.kind, "message": message}
     except Stopped as stop:
         return {"status": stop.status, "message": stop.message}
+
+
+def limit_said(status: str, limits: Limits) -> str:
+    return {"memory limit": f"the limit is {limits.memory_bytes / 2**30:g} GB of memory",
+            "file limit": f"the limit is {limits.file_bytes >> 20} MB per file",
+            "process limit": f"the limit is {limits.processes} processes"}[status]
 
 
 def grade_notebook(path: Path, chapter: Chapter, limits: Limits, cell_timeout: int,

@@ -87,10 +87,11 @@ def _apply_limits(limits: Limits) -> None:
     processes = limits.processes
     if os.geteuid() != 0:  # the limit counts all of this user's processes, so leave room for the ones running
         processes += len([p for p in Path("/proc").iterdir() if p.name.isdigit()])
-    for kind, value in ((resource.RLIMIT_AS, limits.memory_bytes), (resource.RLIMIT_CPU, limits.cpu_seconds),
-                        (resource.RLIMIT_FSIZE, limits.file_bytes), (resource.RLIMIT_NOFILE, limits.open_files),
-                        (resource.RLIMIT_CORE, 0)):
+    for kind, value in ((resource.RLIMIT_AS, limits.memory_bytes), (resource.RLIMIT_FSIZE, limits.file_bytes),
+                        (resource.RLIMIT_NOFILE, limits.open_files), (resource.RLIMIT_CORE, 0)):
         resource.setrlimit(kind, (value, value))
+    # At the soft limit the kernel sends SIGXCPU, which says why; at the hard one, 10 s later, SIGKILL.
+    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 10))
     resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
 
 
