@@ -118,3 +118,11 @@ def test_every_allowance_is_still_needed():
 ])
 def test_the_scan_flags_typed_results_and_nothing_else(text, expected):
     assert [number for number, _ in typed_numbers(text)] == expected
+
+
+def test_exercises_are_named_by_numref_so_the_prose_and_the_site_agree():
+    # The site numbers exercises across the whole book (sphinx-exercise), so an "exercise 2" typed in a chapter
+    # names another chapter's exercise; {numref}`exercise %s <ex-label>` prints the number the site shows.
+    typed = [f"{path.stem}: {match.group(0)}" for path in sorted(BOOK.glob("*.md"))
+             for match in re.finditer(r"\bexercises? \d+", prose(path.read_text()), re.IGNORECASE)]
+    assert typed == []

@@ -196,7 +196,9 @@ def test_the_student_site_does_not_list_an_answer():
             listed = importlib.import_module(f"minformers.{module}")
             for part in name.split("."):
                 listed = getattr(listed, part)
-            first_line = inspect.getsource(listed).strip().splitlines()[0]
-            if first_line in page:
-                shown_anyway.append(f"{source.stem}: {first_line}")
+            # most of its lines: one line, a signature say, may be shared with a listing that stays
+            lines = [line.strip() for line in inspect.getsource(listed).splitlines() if len(line.strip()) >= 25]
+            on_page = sum(line in page for line in lines)
+            if on_page > len(lines) / 2:
+                shown_anyway.append(f"{source.stem}: {name}, {on_page} of {len(lines)} lines")
     assert shown_anyway == []
