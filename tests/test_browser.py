@@ -360,3 +360,88 @@ def test_screenshots_in_light_and_dark_mode(browser, base_url, visits):
             browser.save_screenshot(str(SCREENSHOTS / f"{name}-{scheme}.png"))
     browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
     assert (SCREENSHOTS / "intro-light.png").exists()
+
+
+# What a reader can reach at a width: the chapter list and the page contents, each either a column beside the page
+# or a dialog opened by its button in the article header.
+NAVIGATION = """
+const shown = node => !!node && node.getBoundingClientRect().width > 0 && getComputedStyle(node).visibility !== "hidden";
+const dialog = id => document.getElementById(id);
+return {
+  chapters_column: shown(document.getElementById("pst-primary-sidebar")),
+  contents_column: shown(document.getElementById("pst-secondary-sidebar")),
+  chapters_dialog: dialog("pst-primary-sidebar-modal").open,
+  contents_dialog: dialog("pst-secondary-sidebar-modal").open,
+  chapter_links: dialog("pst-primary-sidebar-modal").querySelectorAll("a.reference").length,
+  contents_links: dialog("pst-secondary-sidebar-modal").querySelectorAll("a.reference").length,
+};
+"""
+WIDTHS = {"phone": 390, "tablet": 900, "desktop": 1400}
+
+
+def visible_button(browser, selector: str):
+    from selenium.webdriver.common.by import By
+
+    buttons = [button for button in browser.find_elements(By.CSS_SELECTOR, selector) if button.is_displayed()]
+    return buttons[0] if buttons else None
+
+
+@pytest.fixture
+def window_width(browser, request):
+    """The browser at the width the test names, and back at the suite's usual size afterwards."""
+    browser.set_window_size(WIDTHS[request.param], 900)
+    yield WIDTHS[request.param]
+    browser.set_window_size(1280, 1000)
+
+
+@pytest.mark.parametrize("window_width", ["phone", "tablet"], indirect=True)
+def test_the_menu_buttons_open_the_chapter_list_and_page_contents(browser, base_url, window_width):
+    """Below 960 px both lists are hidden; their buttons open each as a dialog, with its links."""
+    import time
+
+    browser.get(base_url + "book/attention.html")
+    before = browser.execute_script(NAVIGATION)
+    assert not before["chapters_column"] and not before["contents_column"]
+    for selector, opened, links in ((".primary-toggle", "chapters_dialog", "chapter_links"),
+                                    (".secondary-toggle", "contents_dialog", "contents_links")):
+        button = visible_button(browser, selector)
+        assert button is not None, f"no visible {selector} button at {window_width} px"
+        button.click()
+        time.sleep(0.3)
+        state = browser.execute_script(NAVIGATION)
+        assert state[opened], f"{selector} did not open its list at {window_width} px"
+        assert state[links] > 5, f"the {opened} holds {state[links]} links"
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(SCREENSHOTS / f"{opened.replace('_', '-')}-{window_width}px.png"))
+        browser.execute_script("document.querySelectorAll('dialog[open]').forEach(dialog => dialog.close());")
+
+
+@pytest.mark.parametrize("window_width", ["desktop"], indirect=True)
+def test_the_menu_button_folds_the_chapter_list_on_a_wide_screen(browser, base_url, window_width):
+    browser.get(base_url + "book/attention.html")
+    state = browser.execute_script(NAVIGATION)
+    assert state["chapters_column"] and state["contents_column"], "a wide screen shows both lists beside the page"
+    button = visible_button(browser, ".primary-toggle")
+    button.click()
+    assert not browser.execute_script(NAVIGATION)["chapters_column"], "the menu button did not fold the chapter list"
+    button.click()
+    assert browser.execute_script(NAVIGATION)["chapters_column"], "a second click did not bring the chapter list back"
+
+
+OVERFLOW = """
+const done = arguments[arguments.length - 1];
+const mathjax = window.MathJax && window.MathJax.startup && window.MathJax.startup.promise;
+(mathjax || Promise.resolve()).then(() => done(document.documentElement.scrollWidth - document.documentElement.clientWidth));
+"""
+
+
+@pytest.mark.parametrize("window_width", ["phone", "tablet"], indirect=True)
+def test_no_page_scrolls_sideways(browser, base_url, visits, window_width):
+    """Wide code, tables and formulas scroll inside their own boxes; the page itself never does."""
+    wider = {}
+    for page in visits:
+        browser.get(base_url + page)
+        excess = browser.execute_async_script(OVERFLOW)
+        if excess > 0:
+            wider[page] = f"{excess} px wider than the window"
+    assert not wider, f"at {window_width} px: {wider}"
