@@ -365,7 +365,8 @@ def test_screenshots_in_light_and_dark_mode(browser, base_url, visits):
 # What a reader can reach at a width: the chapter list and the page contents, each either a column beside the page
 # or a dialog opened by its button in the article header.
 NAVIGATION = """
-const shown = node => !!node && node.getBoundingClientRect().width > 0 && getComputedStyle(node).visibility !== "hidden";
+const shown = node => !!node && node.getBoundingClientRect().width > 0
+  && getComputedStyle(node).visibility !== "hidden";
 const dialog = id => document.getElementById(id);
 return {
   chapters_column: shown(document.getElementById("pst-primary-sidebar")),
@@ -431,7 +432,8 @@ def test_the_menu_button_folds_the_chapter_list_on_a_wide_screen(browser, base_u
 OVERFLOW = """
 const done = arguments[arguments.length - 1];
 const mathjax = window.MathJax && window.MathJax.startup && window.MathJax.startup.promise;
-(mathjax || Promise.resolve()).then(() => done(document.documentElement.scrollWidth - document.documentElement.clientWidth));
+const page = document.documentElement;
+(mathjax || Promise.resolve()).then(() => done(page.scrollWidth - page.clientWidth));
 """
 
 
