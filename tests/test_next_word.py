@@ -232,7 +232,7 @@ def test_a_quiet_run_in_workers_matches_a_run_in_process(corpus, capsys):
     here = train_next_word(corpus, run, "GPT", progress=False)
     capsys.readouterr()
     [there] = map_in_workers(train_next_word_quietly, [(corpus, run, "GPT", None, None)], workers=1)
-    assert capsys.readouterr().out == ""
+    assert capsys.readouterr() == ("", "")
     assert there.history.train == here.history.train  # the worker loaded the same run's checkpoint
 
 

@@ -41,14 +41,15 @@ def test_unknown_architecture_is_refused():
 
 def test_write_samples_gives_the_same_texts_for_a_seed_and_prints_nothing(monkeypatch, capsys):
     from minformers import shakespeare_gpt
+    from minformers.runtime import log
 
     corpus = shakespeare_characters()
     torch.manual_seed(0)
     model = GPT(LMRun(model_changes=(("n_layers", 1),)).config(corpus)).eval()  # untrained: only the plumbing
-    monkeypatch.setattr(shakespeare_gpt, "train_language_model", lambda *args, **kwargs: print("training") or (model,))
+    monkeypatch.setattr(shakespeare_gpt, "train_language_model", lambda *args, **kwargs: log("training") or (model,))
     first = shakespeare_gpt.write_samples({"temperature": 1.0}, PROMPT, samples=3, length=12, seed=5)
     assert len(first) == 3 and all(len(text) == 12 for text in first) and len(set(first)) > 1
     assert shakespeare_gpt.write_samples({"temperature": 1.0}, PROMPT, samples=3, length=12, seed=5) == first
     assert shakespeare_gpt.write_samples({"temperature": 0}, PROMPT, samples=2, length=12, seed=5)[0] in (
         shakespeare_gpt.write_samples({"temperature": 0}, PROMPT, samples=1, length=12, seed=9))  # greedy: no draws
-    assert capsys.readouterr().out == ""
+    assert capsys.readouterr() == ("", "")

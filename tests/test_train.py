@@ -183,7 +183,7 @@ def test_learns_a_regression_and_evaluates_on_schedule(capsys):
         h.last_eval("accuracy")
     restored = History.from_dict(json.loads(json.dumps(h.to_dict())))
     assert restored == h and restored.train is not h.train
-    assert len(capsys.readouterr().out.splitlines()) == 4  # one line per evaluation
+    assert len(capsys.readouterr().err.splitlines()) == 4  # one line per evaluation, on stderr (off the page)
 
 
 def test_dict_losses_optimise_loss_and_log_the_rest():
@@ -274,7 +274,7 @@ def test_resume_repeats_the_uninterrupted_run_exactly(tmp_path, capsys):
     capsys.readouterr()
     resumed = train(model, token_batch, token_loss, TOKEN_CONFIG, evaluate=token_eval, checkpoint=path,
                     progress=False)
-    assert capsys.readouterr().out.startswith("resumed from run.safetensors at step 15/30\n")
+    assert capsys.readouterr().err.startswith("resumed from run.safetensors at step 15/30\n")
     assert resumed.train["loss"] == straight.train["loss"]
     assert resumed.grad_norm == straight.grad_norm and resumed.lr == straight.lr
     assert resumed.eval_steps == straight.eval_steps == [5, 10, 15, 20, 25, 30]
@@ -290,7 +290,7 @@ def test_resume_repeats_the_uninterrupted_run_exactly(tmp_path, capsys):
     capsys.readouterr()
     again = train(TinyTiedModel(), no_batches, token_loss, TOKEN_CONFIG, checkpoint=path, progress=False)
     assert again.train == resumed.train
-    assert capsys.readouterr().out == ""  # a page that loads a finished run prints no build talk
+    assert capsys.readouterr() == ("", "")  # a page that loads a finished run prints no build talk
 
 
 @pytest.fixture
@@ -395,7 +395,7 @@ def test_saves_leave_no_partial_files(tmp_path, monkeypatch, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([running.name, path.name])
     capsys.readouterr()
     train(TinyTiedModel(), token_batch, token_loss, config, checkpoint=path, progress=False)
-    assert capsys.readouterr().out.startswith("resumed from run.safetensors at step 2/4\n")  # the first save is whole
+    assert capsys.readouterr().err.startswith("resumed from run.safetensors at step 2/4\n")  # the first save is whole
 
 
 # ---------------------------------------------------------------- errors
@@ -439,18 +439,19 @@ def test_metric_names_must_not_change():
 # ---------------------------------------------------------------- progress
 
 
-def test_book_build_prints_one_line_per_evaluation(monkeypatch, capsys):
+def test_book_build_logs_one_line_per_evaluation_to_stderr(monkeypatch, capsys):
     monkeypatch.setenv("MINFORMERS_BUILD", "1")
     config = TrainConfig(steps=10, lr=0.05, warmup_steps=1, eval_every=4, log_every=3)
     evaluate = lambda model: {"val_loss": mse(model, regression_batch(99))}  # noqa: E731
     torch.manual_seed(0)
     h = train(nn.Linear(3, 1), regression_batch, mse, config, evaluate=evaluate)
-    out = capsys.readouterr().out
-    assert "\r" not in out and "it/s" not in out  # no bar
+    captured = capsys.readouterr()
+    out = captured.err  # the book's pages leave stderr out: the lines are in a notebook, not on the site
+    assert captured.out == "" and "\r" not in out and "it/s" not in out  # no bar
     lines = out.splitlines()
     assert [int(re.match(r"step +(\d+)/10 \| ", line).group(1)) for line in lines] == [3, 4, 6, 8, 9, 10]
     mean_4 = h.train["loss"][3]  # a line averages the steps since the previous line (here the one at step 3)
-    # No wall time in these lines: they are printed on the website, where two builds must agree exactly.
+    # No wall time in these lines: a notebook run twice shows the same ones.
     assert re.fullmatch(rf"step  4/10 \| loss {mean_4:.4g} \| val_loss {h.eval['val_loss'][0]:.4g}", lines[1]), lines[1]
     mean_6 = sum(h.train["loss"][4:6]) / 2
     assert re.fullmatch(rf"step  6/10 \| loss {mean_6:.4g}", lines[2]), lines[2]  # a train-only line

@@ -85,7 +85,7 @@ def run(steps: int = 30, global_batch: int = 16, lr: float = 1e-2, seed: int = 0
         return shard(counting_batch(step, global_batch), rank, world_size).to(device)
 
     config = train_config(steps, lr)
-    quiet = contextlib.redirect_stdout(io.StringIO()) if rank > 0 else contextlib.nullcontext()  # one log, rank 0's
+    quiet = contextlib.redirect_stderr(io.StringIO()) if rank > 0 else contextlib.nullcontext()  # one log, rank 0's
     with quiet:
         history = train(model, batch_for_step, next_token_loss, config, progress=False)
     # This process's losses: each a mean over its own rows only.

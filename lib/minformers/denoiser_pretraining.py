@@ -137,5 +137,5 @@ def pretrain_denoiser(run: DenoisingRun, train_sentences: Sequence[Sequence[int]
 def pretrain_denoiser_quietly(job: tuple) -> tuple[EncoderDecoder, History]:
     """``pretrain_denoiser(*job)`` without a printed line: one run for a worker process
     (``parallel.map_in_workers``), where lines from two runs would interleave."""
-    with contextlib.redirect_stdout(io.StringIO()):
+    with contextlib.redirect_stderr(io.StringIO()):
         return pretrain_denoiser(*job, progress=False)

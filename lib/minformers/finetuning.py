@@ -141,7 +141,7 @@ def fine_tune_and_score(model: nn.Module, train_inputs: tuple[torch.Tensor, ...]
     """``fit_classifier`` (``options`` are its keywords) without a printed line, then the final model's right/wrong
     flag on every dev example: one run of a comparison whose runs go to worker processes, whose lines would
     interleave, and whose models are compared example by example (``statistics.mcnemar``)."""
-    with contextlib.redirect_stdout(io.StringIO()):  # progress=False still prints a line per evaluation
+    with contextlib.redirect_stderr(io.StringIO()):  # progress=False still logs a line per evaluation
         history = fit_classifier(model, train_inputs, train_labels, dev_inputs, dev_labels, schedule,
                                  **{"progress": False, **options})
     return FineTuneResult(history, predict(model, dev_inputs) == dev_labels)

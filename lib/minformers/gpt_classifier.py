@@ -121,7 +121,7 @@ def classifier_for(run: FineTuneRun) -> GPTClassifier:
     """The run's starting point: the pretrained body (or, for the control, the same network's random weights at
     ``seed``) and a head drawn from ``seed``. The pretraining is loaded from this build's checkpoint, quietly (trained,
     if this build has not trained it yet)."""
-    with contextlib.redirect_stdout(io.StringIO()):
+    with contextlib.redirect_stderr(io.StringIO()):
         language_model, _ = train_language_model(review_corpus(), run.pretraining, progress=False)
     torch.manual_seed(run.seed)
     body = GPT(language_model.config)

@@ -265,5 +265,5 @@ def train_next_word(corpus: NewsCorpus, run: NextWordRun, name: str, pretrained:
 def train_next_word_quietly(job: tuple) -> NextWordResult:
     """``train_next_word(*job)`` without a printed line: one run for a worker process (``parallel.map_in_workers``),
     where lines from two runs would interleave."""
-    with contextlib.redirect_stdout(io.StringIO()):
+    with contextlib.redirect_stderr(io.StringIO()):
         return train_next_word(*job, progress=False)

@@ -9,6 +9,7 @@ The environment variable MINFORMERS_THREADS overrides the default: `make test` s
 
 import os
 import random
+import sys
 import warnings
 
 import numpy as np
@@ -55,3 +56,12 @@ def seed_everything(seed: int, threads: int | None = None) -> dict:
     }
     print(f"seed {seed} | torch {info['torch']} | {info['threads']} thread(s) | {info['device']}")
     return info
+
+
+def log(line: str) -> None:
+    """Print a line of progress (a training step's losses, a resumed run, a finished sweep run) to stderr.
+
+    A notebook shows it as it comes; the book's pages leave stderr out (`stderr_output: remove` in _config.yml), so
+    the site shows results rather than the build's own talk. The executed notebook a page offers keeps it.
+    """
+    print(line, file=sys.stderr, flush=True)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from minformers.gpt import GPTConfig
 from minformers.language_modeling import LMRun
 from minformers.parallel import map_in_workers
+from minformers.runtime import log
 from minformers.scaling import non_embedding_parameters, training_flops_per_token
 from minformers.shakespeare_gpt import shakespeare_characters, train_quietly
 from minformers.train import TrainConfig
@@ -100,9 +101,9 @@ def train_sweep_run(run: SweepRun) -> SweepResult:
 
 def run_sweep(runs: list[SweepRun], workers: int = 2) -> list[SweepResult]:
     """Train ``runs`` on ``workers`` one-thread processes (the costliest first, so none is left alone at the end) and
-    return their results in the order given. Prints a line as each run finishes."""
+    return their results in the order given. Logs a line as each run finishes, and the time taken."""
     def report(done: int, run: SweepRun, result: SweepResult) -> None:
-        print(f"[{done:>2}/{len(runs)}] d_model {run.d_model:>3}, N {result.parameters:>7,}, "
+        log(f"[{done:>2}/{len(runs)}] d_model {run.d_model:>3}, N {result.parameters:>7,}, "
               f"D {run.tokens:>9,}: held-out loss {result.loss:.3f}")
 
     started = time.perf_counter()
@@ -110,5 +111,5 @@ def run_sweep(runs: list[SweepRun], workers: int = 2) -> list[SweepResult]:
                              on_result=report)
     wall = time.perf_counter() - started
     busy = sum(result.seconds for result in results)
-    print(f"{len(runs)} runs: {busy:.0f} s of training on {workers} worker(s) in {wall:.0f} s of wall time")
+    log(f"{len(runs)} runs: {busy:.0f} s of training on {workers} worker(s) in {wall:.0f} s of wall time")
     return results

@@ -42,7 +42,7 @@ def shakespeare_characters() -> TextCorpus:
 def train_quietly(run: LMRun) -> History:
     """Train ``run`` on these characters, or load it from this build's checkpoints, printing nothing: one of several
     runs on worker processes (``parallel.map_in_workers``), whose lines would interleave."""
-    with contextlib.redirect_stdout(io.StringIO()):
+    with contextlib.redirect_stderr(io.StringIO()):
         return train_language_model(shakespeare_characters(), run, progress=False)[1]
 
 
@@ -53,7 +53,7 @@ def write_samples(options: dict, prompt: str, samples: int, length: int, seed: i
     ``parallel.map_in_workers``. The model is loaded from this build's checkpoint (trained first, quietly, if there
     is none)."""
     corpus = shakespeare_characters()
-    with contextlib.redirect_stdout(io.StringIO()):
+    with contextlib.redirect_stderr(io.StringIO()):
         model = train_language_model(corpus, progress=False)[0]
     batch = torch.tensor([corpus.tokenizer.encode(prompt)]).expand(samples, -1)  # one prompt, other draws per row
     out = generate(model, batch, length, generator=torch.Generator().manual_seed(seed), use_cache=False, **options)

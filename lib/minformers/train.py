@@ -17,9 +17,9 @@ updates the model had received when it was measured, so ``h.steps`` runs 0..step
     ...     x, y = batch
     ...     return nn.functional.mse_loss(model(x), y)
     >>> config = TrainConfig(steps=100, lr=0.1, warmup_steps=10, eval_every=50)
-    >>> h = train(model, batch_for_step, loss_for_batch, config, progress=False)  # doctest: +ELLIPSIS
-    step  50/100 | loss ...
-    step 100/100 | loss ...
+    >>> h = train(model, batch_for_step, loss_for_batch, config, progress=False)  # logs "step  50/100 | loss ..."
+    >>> h.eval_steps
+    [50, 100]
     >>> h.train["loss"][0] > 1, h.train["loss"][-1] < 1e-3, round(model.weight.item(), 1)
     (True, True, 2.0)
 """
@@ -42,6 +42,7 @@ import tqdm
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
+from minformers.runtime import log
 from minformers.validation import check_size
 
 LIB = Path(__file__).resolve().parent  # the minformers package, whose source keys checkpoints and the book's cache
@@ -362,7 +363,7 @@ def train(model: torch.nn.Module, batch_for_step: Callable[[int], object], loss_
     gradients; a value that is a str (a generated sample, say) goes to ``history.text`` instead of ``history.eval``.
     With ``checkpoint`` (a file path) the run is saved at each evaluation, and a run that finds the file resumes from
     it, repeating the uninterrupted run's losses exactly; a finished checkpoint returns at once, silently.
-    ``progress``: True draws a tqdm bar, False prints a line per evaluation; None picks the bar unless the
+    ``progress``: True draws a tqdm bar, False logs a line per evaluation (to stderr); None picks the bar unless the
     environment variable MINFORMERS_BUILD is set, and not to 0 (the book build sets it: a redrawn bar is noise in a
     static page).
     ``build_optimizer(model, config)`` makes another optimizer than AdamW (the optimizers page compares nine); the
@@ -377,7 +378,7 @@ def train(model: torch.nn.Module, batch_for_step: Callable[[int], object], loss_
     if path is not None and path.exists():
         start, history = _resume(path, model, optimizer, config)
         if start < config.steps:  # a finished run loads without a word: a page that reuses it shows no build talk
-            print(f"resumed from {path.name} at step {start}/{config.steps}")
+            log(f"resumed from {path.name} at step {start}/{config.steps}")
     began = time.perf_counter() - (history.seconds[-1] if history.seconds else 0.0)
     last_line = start  # a printed line averages the train metrics since the previous line
     optimizer.zero_grad(set_to_none=True)
@@ -420,6 +421,6 @@ def train(model: torch.nn.Module, batch_for_step: Callable[[int], object], loss_
                 latest = {name: values[-1] for name, values in (history.train | history.eval).items()}
                 bar.set_postfix({name: f"{value:.4g}" for name, value in latest.items()}, refresh=False)
             elif evaluating or (config.log_every and done % config.log_every == 0):
-                print(_line(history, since=last_line, done=done, steps=config.steps, evaluated=evaluating))
+                log(_line(history, since=last_line, done=done, steps=config.steps, evaluated=evaluating))
                 last_line = done
     return history
