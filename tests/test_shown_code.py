@@ -1,0 +1,55 @@
+"""The code a reader sees on a page is the lesson; plumbing is folded away.
+
+A cell is shown unless a tag folds its code (`hide-input`, `hide-cell`) or removes it (`remove-input`,
+`remove-cell`). Folded code is one click away on the site and runs as usual in Jupyter. Two rules:
+- a shown cell is at most MAX_SHOWN_LINES long: a longer one is split where its ideas split, or folded when it is
+  plumbing (a figure's layout, a verdict written out as Markdown);
+- a cell that only imports is folded: the names it brings in are read where they are used.
+"""
+
+import ast
+import sys
+from pathlib import Path
+
+import jupytext
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+from notebooks import chapters  # noqa: E402
+
+MAX_SHOWN_LINES = 40  # about one screen of code at the site's type size
+FOLDING_TAGS = {"hide-input", "hide-cell", "remove-input", "remove-cell"}
+
+
+def shown_cells(source: Path):
+    """(index, code) of each code cell of a chapter whose code is on the page."""
+    for index, cell in enumerate(jupytext.read(source).cells):
+        if cell.cell_type == "code" and not FOLDING_TAGS & set(cell.metadata.get("tags", [])):
+            yield index, cell.source
+
+
+def only_imports(code: str) -> bool:
+    try:
+        statements = ast.parse(code).body
+    except SyntaxError:  # IPython magics: not plain imports
+        return False
+    return bool(statements) and all(isinstance(statement, ast.Import | ast.ImportFrom) for statement in statements)
+
+
+@pytest.mark.parametrize("source", chapters(), ids=lambda path: path.stem)
+def test_shown_cells_are_short(source):
+    long = [f"cell {index}: {len(code.splitlines())} lines, from {code.splitlines()[0]!r}"
+            for index, code in shown_cells(source) if len(code.splitlines()) > MAX_SHOWN_LINES]
+    assert not long, f"shown cells over {MAX_SHOWN_LINES} lines: split or fold them"
+
+
+@pytest.mark.parametrize("source", chapters(), ids=lambda path: path.stem)
+def test_cells_that_only_import_are_folded(source):
+    unfolded = [index for index, code in shown_cells(source) if only_imports(code)]
+    assert not unfolded, f"cells {unfolded} only import: tag them hide-input"
+
+
+def test_the_rules_can_fail():
+    assert only_imports("import math\nfrom pathlib import Path\n")
+    assert not only_imports("import math\nx = math.pi\n") and not only_imports("!pip install x")
