@@ -1,8 +1,10 @@
 """Helpers for tests that build throwaway books or execute pages outside the book."""
 
+import os
 import shutil
 import subprocess
 import sys
+import venv
 from pathlib import Path
 
 import jupytext
@@ -70,3 +72,22 @@ def text_outputs(notebook) -> list[str]:
             elif "text/plain" in output.get("data", {}):
                 texts.append(output["data"]["text/plain"])
     return texts
+
+
+def fresh_environment(tmp_path: Path) -> dict[str, str]:
+    """Environment variables for a new virtual environment that sees the lock's packages (the .venv's
+    site-packages on PYTHONPATH, whose .pth files, the editable minformers among them, are not read) but has no
+    minformers: what a Binder image or a Colab runtime has before the course's own install step."""
+    prefix = tmp_path / "env"
+    venv.create(prefix, with_pip=True)
+    site = subprocess.run([sys.executable, "-c", "import site; print(site.getsitepackages()[0])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    return {**os.environ, "NB_PYTHON_PREFIX": str(prefix), "PATH": f"{prefix / 'bin'}:{os.environ['PATH']}",
+            "PYTHONPATH": site}
+
+
+def where_minformers_is(environment: dict[str, str], cwd: Path, setup: str = "") -> Path:
+    result = subprocess.run(["python", "-c", setup + "\nimport minformers; print(minformers.__file__)"],
+                            cwd=cwd, env=environment, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return Path(result.stdout.strip().splitlines()[-1])

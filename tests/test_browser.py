@@ -173,6 +173,11 @@ def test_the_site_loads_nothing_from_outside(visits):
     assert not failures(visits, outside)
 
 
+def test_no_page_loads_thebe(visits):
+    """Thebe (live code cells) is off, so its script and styles would be weight on every page for nothing."""
+    assert not failures(visits, lambda visit: [url for url in visit.requests if "thebe" in url.lower()])
+
+
 def test_every_image_has_loaded(visits):
     assert not failures(visits, lambda visit: [image["src"] for image in visit.report["images"] if not image["loaded"]])
 

@@ -2,14 +2,14 @@
 notebook's first cell installs. (The buttons themselves are checked in a built book: tests/test_book_build.py.)"""
 
 import ast
-import os
 import subprocess
 import sys
-import venv
 from pathlib import Path
 
 import jupytext
 import pytest
+
+from book_helpers import fresh_environment, where_minformers_is
 
 ROOT = Path(__file__).resolve().parent.parent
 # A notebook host (Colab) has these already; cycler comes with matplotlib.
@@ -61,25 +61,6 @@ def test_binder_installs_the_lock_with_cpu_torch():
     assert (ROOT / "binder" / "runtime.txt").read_text().strip() == "python-3.11"
 
 
-def fresh_environment(tmp_path: Path) -> dict[str, str]:
-    """Environment variables for a new virtual environment that sees the lock's packages (the .venv's
-    site-packages on PYTHONPATH, whose .pth files, the editable minformers among them, are not read) but has no
-    minformers: what a Binder image or a Colab runtime has before the course's own install step."""
-    prefix = tmp_path / "env"
-    venv.create(prefix, with_pip=True)
-    site = subprocess.run([sys.executable, "-c", "import site; print(site.getsitepackages()[0])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    return {**os.environ, "NB_PYTHON_PREFIX": str(prefix), "PATH": f"{prefix / 'bin'}:{os.environ['PATH']}",
-            "PYTHONPATH": site}
-
-
-def where_minformers_is(environment: dict[str, str], cwd: Path, setup: str = "") -> Path:
-    result = subprocess.run(["python", "-c", setup + "\nimport minformers; print(minformers.__file__)"],
-                            cwd=cwd, env=environment, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return Path(result.stdout.strip().splitlines()[-1])
-
-
 @pytest.mark.slow
 def test_binder_post_build_installs_the_library_and_opens_md_as_notebooks(tmp_path):
     """Run binder/postBuild as repo2docker does: from the repository root, with NB_PYTHON_PREFIX set."""
@@ -92,13 +73,28 @@ def test_binder_post_build_installs_the_library_and_opens_md_as_notebooks(tmp_pa
 
 
 @pytest.mark.slow
-def test_a_colab_notebooks_first_cell_installs_the_course(tmp_path):
-    """The cell tools/book_report.py puts first in each published notebook, run in a fresh environment against
-    this repository (cloned from disk, so its committed state on branch main)."""
+@pytest.mark.parametrize("where", ["beside the notebook", "on the site"])
+def test_a_downloaded_notebooks_first_cell_installs_the_course(tmp_path, where):
+    """The cell tools/book_report.py puts first in each downloadable notebook, run in a fresh environment: with the
+    course files saved beside the notebook, and with them fetched from the site's address (a file:// URL here)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from book_report import INSTALL_CELL, write_course_files
+
+    files = tmp_path / "course"
+    wheel = write_course_files(ROOT, files).name
+    notebook_folder = files if where == "beside the notebook" else tmp_path
+    cell = INSTALL_CELL.format(site=f"{files.as_uri()}/" if where == "on the site" else None, wheel=wheel)
+    environment = fresh_environment(tmp_path)
+    location = where_minformers_is(environment, notebook_folder, setup=cell)
+    assert location.is_relative_to(tmp_path / "env"), location  # installed from the wheel, not the repository
+
+
+def test_the_first_cell_says_what_to_download_when_it_has_no_source(tmp_path):
     sys.path.insert(0, str(ROOT / "tools"))
     from book_report import INSTALL_CELL
 
-    branch = subprocess.run(["git", "branch", "--show-current"], cwd=ROOT, capture_output=True, text=True).stdout
-    cell = INSTALL_CELL.format(branch=branch.strip() or "main", url=f"file://{ROOT}")
-    location = where_minformers_is(fresh_environment(tmp_path), tmp_path, setup=cell)
-    assert location == tmp_path / "course" / "lib" / "minformers" / "__init__.py"
+    cell = INSTALL_CELL.format(site=None, wheel="minformers-0.1.0-py3-none-any.whl")
+    result = subprocess.run(["python", "-c", cell], cwd=tmp_path, env=fresh_environment(tmp_path),
+                            capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "save minformers-0.1.0-py3-none-any.whl and requirements-notebook.txt" in result.stderr

@@ -14,10 +14,11 @@ It also:
   `mystnb: {image: {alt: "..."}}` in its metadata: an alt text set there is kept;
 - removes the launch buttons (Binder, Colab, JupyterHub) when `repository.url` in _config.yml is empty, so
   that one setting turns them on and off (`launch_buttons_need_a_repository`);
+- serves a wheel of the lib and the notebook requirements at <site>/course/ (`build_course_files`), and gives
+  every downloadable notebook a first cell that installs them where the library is missing (`INSTALL_CELL`);
 - points the Colab button at the page's executed notebook on the published site's branch, since Colab opens only
-  .ipynb files and the chapters are MyST .md, and gives that notebook a first cell that installs the course library
-  where it is missing (`colab_opens_the_published_notebook`);
-- drops repeated inline scripts, whose second copy would be a JavaScript error (`drop_repeated_scripts`);
+  .ipynb files and the chapters are MyST .md (`colab_opens_the_published_notebook`);
+- drops sphinx-thebe's scripts and styles, which load on every page though Thebe is off (`drop_thebe`);
 - numbers the exercises' and solutions' content sections, which sphinx-exercise gives one shared id
   (`unique_exercise_ids`).
 """
@@ -26,6 +27,9 @@ import ast
 import json
 import re
 import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 from docutils import nodes
@@ -41,14 +45,19 @@ def offer_notebook_download(app, pagename, templatename, context, doctree):
     """Copy the executed notebook next to the page's sources so the theme's download menu links it.
 
     sphinx-book-theme adds a ".ipynb" entry to its download menu when `ipynb_source` is set, but sets it
-    itself only when launch buttons are configured. We set it for every executed page.
+    itself only when launch buttons are configured. We set it for every executed page. The copy's first cell
+    installs the course library where it is missing (INSTALL_CELL), so the notebook runs outside the course too.
     """
     notebook = executed_notebook(app, pagename)
     if not notebook.exists():
         return
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(notebook, target)
+    executed = json.loads(notebook.read_text())
+    install = {"id": "install-the-course", "cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+               "source": install_cell(app)}
+    executed["cells"].insert(0, install)
+    target.write_text(json.dumps(executed, indent=1) + "\n")
     context["ipynb_source"] = f"{pagename}.ipynb"
 
 
@@ -86,18 +95,72 @@ def launch_buttons_need_a_repository(app, config):
         options["launch_buttons"] = {**buttons, "colab_url": ""}
 
 
+# What a notebook downloaded from the site needs outside the course's .venv: a wheel of the lib and the pinned
+# packages a notebook host lacks. The build writes both to <root>/_build/course-files/course/ and serves them at
+# <site>/course/; the landing page links them.
+COURSE_FILES = Path("_build") / "course-files"
+
 INSTALL_CELL = """\
-# Outside the course's own environment (Colab, a fresh Jupyter) this installs the course library first.
+# Outside the course's own environment (Colab, a fresh Jupyter) this installs the course library first: the wheel
+# and requirements from the course site's front page, taken from beside this notebook if you saved them there.
+import glob
+import importlib
 import importlib.util
 import subprocess
 import sys
 
 if importlib.util.find_spec("minformers") is None:
-    subprocess.run(["git", "clone", "--quiet", "--depth", "1", "--branch", {branch!r}, {url!r}, "course"], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "-r", "course/requirements-notebook.txt",
-                    "-e", "course"], check=True)
-    sys.path.insert(0, "course/lib")  # an editable install is importable only after a restart; this saves it
+    here = sorted(glob.glob("minformers-*.whl"))
+    site = {site!r}  # the site's course/ folder, when the book was built knowing its address
+    if here:
+        wheel, requirements = here[-1], "requirements-notebook.txt"
+    elif site:
+        wheel, requirements = site + {wheel!r}, site + "requirements-notebook.txt"
+    else:
+        raise RuntimeError("this notebook needs the course library: save {wheel} and requirements-notebook.txt "
+                           "from the course site's front page beside it, then run this cell again")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", wheel, "-r", requirements], check=True)
+    importlib.invalidate_caches()  # the new package is importable without a restart
 """
+
+
+def build_course_files(app):
+    """Write the course files into COURSE_FILES/course/, which the site serves at <site>/course/ (html_extra_path)."""
+    root = Path(app.srcdir)
+    served = root / COURSE_FILES / "course"
+    shutil.rmtree(served, ignore_errors=True)
+    write_course_files(root, served)
+    app.config.html_extra_path = [*app.config.html_extra_path, str(root / COURSE_FILES)]
+
+
+def write_course_files(root: Path, folder: Path) -> Path:
+    """Write the wheel of `root`'s lib and its requirements-notebook.txt into `folder`; return the wheel."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as copy:  # pip builds in the tree it is given: not in ours
+        shutil.copy2(root / "pyproject.toml", copy)
+        shutil.copytree(root / "lib", Path(copy) / "lib", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                        "--wheel-dir", str(folder), copy], check=True)
+    shutil.copy2(root / "requirements-notebook.txt", folder)
+    return next(folder.glob("minformers-*.whl"))
+
+
+def course_site(app) -> str | None:
+    """Where the published site serves the course files: html_baseurl's course/ folder, else for a GitHub
+    repository its published branch's, else unknown (a downloaded notebook then looks beside itself only)."""
+    base = (app.config.html_baseurl or "").strip().rstrip("/")
+    if base:
+        return f"{base}/course/"
+    url = (app.config.html_theme_options.get("repository_url") or "").strip().rstrip("/")
+    if "github.com/" in url:
+        org, repo = url.split("github.com/")[1].split("/")[:2]
+        return f"https://raw.githubusercontent.com/{org}/{repo}/{app.config.site_branch}/course/"
+    return None
+
+
+def install_cell(app) -> str:
+    wheel = next((Path(app.srcdir) / COURSE_FILES / "course").glob("minformers-*.whl")).name
+    return INSTALL_CELL.format(site=course_site(app), wheel=wheel)
 
 
 def _buttons(items: list):
@@ -110,42 +173,33 @@ def _buttons(items: list):
 def colab_opens_the_published_notebook(app, pagename, templatename, context, doctree):
     """Colab opens only .ipynb files from GitHub, and the chapters are MyST .md. The executed notebook of every page
     is part of the built site (_sources/<page>.ipynb), so once the site is published to the `site_branch` branch
-    (see the README), the Colab button opens that notebook. Its first cell installs the course library where it is
-    missing. Runs after sphinx-book-theme (501), which builds the button and copies the notebook."""
+    (see the README), the Colab button opens that notebook, whose first cell installs the course library from the
+    published site. Runs after sphinx-book-theme (501), which builds the button."""
     url = (app.config.html_theme_options.get("repository_url") or "").strip().rstrip("/")
     colab = [button for button in _buttons(context.get("header_buttons", [])) if button.get("text") == "Colab"]
-    notebook = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
-    if not url or not colab or not notebook.exists():
+    if not url or not colab:
         return
     org, repo = url.split("github.com/")[1].split("/")[:2]
     for button in colab:
         button["url"] = (f"{app.config.html_theme_options['launch_buttons']['colab_url'].rstrip('/')}/github/"
                          f"{org}/{repo}/blob/{app.config.site_branch}/_sources/{pagename}.ipynb")
-    branch = app.config.html_theme_options.get("repository_branch") or "main"
-    executed = json.loads(notebook.read_text())
-    install = {"id": "install-the-course", "cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
-               "source": INSTALL_CELL.format(branch=branch, url=url + ".git")}
-    executed["cells"].insert(0, install)
-    notebook.write_text(json.dumps(executed, indent=1) + "\n")
 
 
-def drop_repeated_scripts(app, pagename, templatename, context, doctree):
-    """Keep one copy of each script. sphinx-thebe's inline settings reach every page twice in a jupyter-book build
-    (once with the file name None, once with ""), and the second copy of their `const` declarations is a
-    JavaScript error on every page. Runs last, after every extension has added its scripts for the page."""
-    scripts = context.get("script_files")
-    if not isinstance(scripts, list):
+def drop_thebe(app, pagename, templatename, context, doctree):
+    """Thebe is off (`launch_buttons.thebe: false` in _config.yml), but jupyter-book always loads sphinx-thebe, which
+    adds its script, its inline settings (twice: the second copy's `const`s are a JavaScript error) and its styles
+    to every page. Remove them. Runs last, after every extension has added its files for the page."""
+    if (app.config.html_theme_options.get("launch_buttons") or {}).get("thebe"):
         return
-    seen, unique = set(), []
-    for script in scripts:
-        if isinstance(script, str):
-            key = (script,)
-        else:
-            key = (script.filename or "", script.priority, tuple(sorted(script.attributes.items())))
-        if key not in seen:
-            seen.add(key)
-            unique.append(script)
-    scripts[:] = unique  # in place: Sphinx keeps using this list for the page
+
+    def thebe(asset) -> bool:
+        text = asset if isinstance(asset, str) else f"{asset.filename or ''} {asset.attributes.get('body', '')}"
+        return "thebe" in text.lower()
+
+    for key in ("script_files", "css_files"):
+        assets = context.get(key)
+        if isinstance(assets, list):
+            assets[:] = [asset for asset in assets if not thebe(asset)]  # in place: Sphinx keeps using these lists
 
 
 TITLE_ARGUMENT = {"label": 1, "set_title": 0, "title": 0, "suptitle": 0}  # where each call takes its title
@@ -228,10 +282,11 @@ def unique_exercise_ids(app, doctree, docname):
 def setup(app):
     app.add_config_value("site_branch", "gh-pages", "html")  # where the built site is published (Colab reads it)
     app.connect("config-inited", launch_buttons_need_a_repository)
+    app.connect("builder-inited", build_course_files)
     # Priority 500 runs before sphinx-book-theme builds its header buttons (501).
     app.connect("html-page-context", offer_notebook_download, priority=500)
     app.connect("html-page-context", colab_opens_the_published_notebook, priority=502)
-    app.connect("html-page-context", drop_repeated_scripts, priority=999)
+    app.connect("html-page-context", drop_thebe, priority=999)
     app.connect("doctree-resolved", describe_cell_figures)
     app.connect("doctree-resolved", unique_exercise_ids)
     app.connect("build-finished", write_timings)
