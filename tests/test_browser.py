@@ -324,6 +324,26 @@ def test_solutions_are_hidden_until_their_toggle_is_clicked(browser, base_url, v
     assert not problems
 
 
+def test_a_click_on_a_solutions_title_opens_it_in_place(browser, base_url, visits):
+    """Most of a solution's title is a link to its exercise; clicking it opens the solution, and the page stays."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.expected_conditions import visibility_of
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    page = next((visit.page for visit in visits.values() if visit.report["solutions"]), None)
+    if page is None:
+        pytest.skip("no page of this site has a solution")
+    browser.get(base_url + page)
+    solution = browser.find_element(By.CSS_SELECTOR, ".solution.dropdown")
+    link = solution.find_element(By.CSS_SELECTOR, ".admonition-title a.reference")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", link)
+    before = browser.execute_script("return [location.href, window.scrollY];")
+    link.click()
+    body = solution.find_element(By.CSS_SELECTOR, ":scope > section")
+    WebDriverWait(browser, 5).until(visibility_of(body))
+    assert browser.execute_script("return [location.href, window.scrollY];") == before, "the click scrolled away"
+
+
 def test_search_finds_attention(browser, base_url):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
