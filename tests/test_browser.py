@@ -454,6 +454,15 @@ def test_the_menu_button_folds_the_chapter_list_on_a_wide_screen(browser, base_u
     assert browser.execute_script(NAVIGATION)["chapters_column"], "a second click did not bring the chapter list back"
 
 
+@pytest.mark.parametrize("window_width", ["phone", "tablet", "desktop"], indirect=True)
+def test_one_search_box_at_every_width(browser, base_url, window_width):
+    browser.get(base_url + "book/attention.html")
+    shown = browser.execute_script("""return Array.from(document.querySelectorAll(".search-button__button"))
+      .filter(node => node.getBoundingClientRect().width > 0 && getComputedStyle(node).visibility !== "hidden")
+      .length;""")
+    assert shown == 1, f"{shown} search boxes or buttons at {window_width} px"
+
+
 OVERFLOW = """
 const done = arguments[arguments.length - 1];
 const mathjax = window.MathJax && window.MathJax.startup && window.MathJax.startup.promise;
