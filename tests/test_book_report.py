@@ -23,11 +23,12 @@ label(left, "Sinusoidal encodings ($d_{model}$ = 64)", "position", "channel")
 label(right, f"RoPE, theta = {theta:,.0f}", "distance", y_label)
 fig.suptitle(title)
 plt.title('Attention weights')
+label(ax, f"Layer {layer}", "key", "query")
 """
-    assert figure_titles(source) == [
+    assert figure_titles(source) == [  # no "..." for a value known only when the cell runs
         "Sinusoidal encodings (d_model = 64) (channel against position)",
-        "RoPE, theta = ...",
         "Attention weights",
+        "query against key",
     ]
 
 

@@ -206,19 +206,19 @@ TITLE_ARGUMENT = {"label": 1, "set_title": 0, "title": 0, "suptitle": 0}  # wher
 
 
 def _literal_text(node) -> str | None:
-    """A string literal's text; an f-string's with "..." for each value it fills in; None for anything else."""
+    """A string literal's text; None for anything else, f-strings included: their values are known only when the
+    cell runs, and an alt text read aloud with gaps in it says less than one without that part."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
-    if isinstance(node, ast.JoinedStr):
-        return "".join(part.value if isinstance(part, ast.Constant) else "..." for part in node.values)
     return None
 
 
 def figure_titles(source: str) -> list[str]:
-    """The titles a code cell gives its plots, in order, from its source; titles that are not literals are skipped.
+    """The titles a code cell gives its plots, in order, from its source. A `label` call whose title is not a
+    literal is described by its axes alone; other titles that are not literals are skipped.
 
-    >>> figure_titles('label(ax, "Loss", "step", "nats")\\nfig.suptitle(f"Width {w}")\\nax.set_title(name)')
-    ['Loss (nats against step)', 'Width ...']
+    >>> figure_titles('label(ax, "Loss", "step", "nats")\\nlabel(ax, f"Width {w}", "x", "y")\\nax.set_title(name)')
+    ['Loss (nats against step)', 'y against x']
     """
     code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
     try:
@@ -234,13 +234,15 @@ def figure_titles(source: str) -> list[str]:
         if position is None or len(call.args) <= position:
             continue
         title = _literal_text(call.args[position])
-        if not title:
-            continue
+        axes = None
         if name == "label" and len(call.args) >= 4:
             x_label, y_label = (_literal_text(argument) for argument in call.args[2:4])
-            if x_label and y_label:
-                title += f" ({y_label} against {x_label})"
-        titles.append((call.lineno, call.col_offset, re.sub(r"[$\\{}]", "", title)))  # TeX marks read badly aloud
+            axes = f"{y_label} against {x_label}" if x_label and y_label else None
+        if title and axes:
+            title += f" ({axes})"
+        title = title or axes
+        if title:
+            titles.append((call.lineno, call.col_offset, re.sub(r"[$\\{}]", "", title)))  # TeX marks read badly aloud
     return [title for _, _, title in sorted(titles)]
 
 
