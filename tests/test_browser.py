@@ -345,6 +345,26 @@ def test_a_click_on_a_solutions_title_opens_it_in_place(browser, base_url, visit
     assert browser.execute_script("return [location.href, window.scrollY];") == before, "the click scrolled away"
 
 
+@pytest.mark.parametrize("window_width", ["phone", "desktop"], indirect=True)
+def test_the_chapter_map_links_each_chapter(browser, base_url, window_width):
+    """On the introduction, a chapter's name on the map opens its page; on a phone the map scrolls in its frame."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(base_url + "book/intro.html")
+    links = WebDriverWait(browser, 10).until(
+        lambda driver: driver.find_elements(By.CSS_SELECTOR, ".chapter-map-frame svg a"))
+    assert len(links) >= 20, f"{len(links)} chapter links on the map"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", links[0])
+    browser.save_screenshot(str(SCREENSHOTS / f"chapter-map-{window_width}px.png"))
+    assert browser.execute_script("return document.documentElement.scrollWidth <= innerWidth")
+    target = links[-1].get_dom_attribute("href").split("/")[-1]
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center', inline: 'center'});", links[-1])
+    links[-1].find_element(By.CSS_SELECTOR, "text").click()
+    WebDriverWait(browser, 10).until(lambda driver: driver.current_url.endswith(target))
+
+
 def test_search_finds_attention(browser, base_url):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait

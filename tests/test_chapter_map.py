@@ -7,14 +7,14 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 SVG = "{http://www.w3.org/2000/svg}"
-NOT_MAPPED = {"For instructors and contributors"}  # guides for teachers and authors, not chapters to read in order
+NOT_MAPPED = {"Reference", "For instructors and contributors"}  # look-up pages and guides, not chapters
 
 
 def test_the_chapter_map_shows_every_part_with_its_number_of_chapters():
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     expected = {part["caption"]: len(part["chapters"]) for part in toc["parts"] if part["caption"] not in NOT_MAPPED}
     drawing = ElementTree.parse(ROOT / "book" / "_static" / "chapter_map.svg").getroot()
-    drawn = {group.get("data-part"): len(group.findall(f"{SVG}text[@class='chapter']"))
+    drawn = {group.get("data-part"): len(group.findall(f".//{SVG}text[@class='chapter']"))
              for group in drawing.iter(f"{SVG}g") if group.get("data-part")}
     assert drawn == expected, "update book/_static/chapter_map.svg, and its alt text in book/intro.md, for _toc.yml"
 
@@ -23,3 +23,13 @@ def test_the_chapter_map_has_a_title_and_a_description_for_screen_readers():
     drawing = ElementTree.parse(ROOT / "book" / "_static" / "chapter_map.svg").getroot()
     assert drawing.find(f"{SVG}title").text and drawing.find(f"{SVG}desc").text
     assert ":alt: Chapter map." in (ROOT / "book" / "intro.md").read_text()
+
+
+def test_each_chapter_on_the_map_links_its_page():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    expected = [chapter["file"].split("/")[-1] for part in toc["parts"] if part["caption"] not in NOT_MAPPED
+                for chapter in part["chapters"]]
+    drawing = ElementTree.parse(ROOT / "book" / "_static" / "chapter_map.svg").getroot()
+    links = [link.get("href") for group in drawing.iter(f"{SVG}g") if group.get("data-part")
+             for link in group.iter(f"{SVG}a")]
+    assert links == [f"../book/{name}.html" for name in expected]
