@@ -1,5 +1,6 @@
 """The chapter map on the introduction (book/_static/chapter_map.svg, drawn by hand) stays in step with _toc.yml."""
 
+import sys
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
@@ -33,3 +34,19 @@ def test_each_chapter_on_the_map_links_its_page():
     links = [link.get("href") for group in drawing.iter(f"{SVG}g") if group.get("data-part")
              for link in group.iter(f"{SVG}a")]
     assert links == [f"../book/{name}.html" for name in expected]
+
+
+def test_each_chapter_names_the_earlier_chapters_it_builds_on():
+    """`builds_on` in a chapter's front matter is shown under its title (tools/book_report.py): every chapter has
+    one, and it names only chapters a reader meets before it."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from build_book import front_matter
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    order = [chapter["file"].split("/")[-1] for part in toc["parts"] if part["caption"] not in NOT_MAPPED
+             for chapter in part["chapters"]]
+    for position, name in enumerate(order):
+        builds_on = front_matter(ROOT / "book" / f"{name}.md").get("builds_on")
+        assert isinstance(builds_on, list), f"{name}.md has no builds_on list in its front matter"
+        later = [other for other in builds_on if other not in order[:position]]
+        assert not later, f"{name} builds on {later}, which are not earlier chapters"

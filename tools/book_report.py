@@ -19,6 +19,7 @@ It also:
 - points the Colab button at the page's executed notebook on the published site's branch, since Colab opens only
   .ipynb files and the chapters are MyST .md (`colab_opens_the_published_notebook`);
 - drops sphinx-thebe's scripts and styles, which load on every page though Thebe is off (`drop_thebe`);
+- writes under each chapter's title the chapters it builds on and how long it took to run (`chapter_facts`);
 - numbers the exercises' and solutions' content sections, which sphinx-exercise gives one shared id
   (`unique_exercise_ids`).
 """
@@ -34,6 +35,8 @@ from pathlib import Path
 
 from docutils import nodes
 from myst_nb.sphinx_ import NbMetadataCollector
+
+from build_book import front_matter
 
 
 def executed_notebook(app, pagename: str) -> Path:
@@ -270,6 +273,39 @@ def describe_cell_figures(app, doctree, docname):
         image["alt"] = f"Figure drawn by the code cell above{where}"
 
 
+def _minutes(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    return "under a minute" if minutes < 1 else "about 1 minute" if minutes == 1 else f"about {minutes} minutes"
+
+
+def chapter_facts(app, doctree, docname):
+    """Under a chapter's title: the chapters it builds on (its front matter's `builds_on`) and how long it took to
+    run in this build, so a reader knows what to read first and what running it costs."""
+    source = Path(app.srcdir) / f"{docname}.md"
+    builds_on = front_matter(source).get("builds_on") if source.exists() else None
+    data = NbMetadataCollector.get_exec_data(app.env, docname)
+    seconds = data.get("runtime") if data and data.get("succeeded") else None
+    title = next(iter(doctree.findall(nodes.title)), None)
+    if title is None or (builds_on is None and seconds is None):
+        return
+    facts = nodes.paragraph(classes=["chapter-facts"])
+    if builds_on is not None:
+        facts += nodes.strong(text="Builds on: ")
+        for index, name in enumerate(builds_on):
+            target = f"book/{name}"
+            if index:
+                facts += nodes.Text(", ")
+            facts += nodes.reference(text=app.env.titles[target].astext(),
+                                     refuri=app.builder.get_relative_uri(docname, target), internal=True)
+        if not builds_on:
+            facts += nodes.Text("Python, and a little linear algebra and probability")
+        facts += nodes.Text(". ")
+    if seconds is not None:
+        facts += nodes.strong(text="Running it: ")
+        facts += nodes.Text(f"{_minutes(seconds)} on two CPU cores, where this copy was built.")
+    title.parent.insert(title.parent.index(title) + 1, facts)
+
+
 def unique_exercise_ids(app, doctree, docname):
     """sphinx-exercise gives the content of every exercise the id "exercise-content" and of every solution
     "solution-content"; a page with several of them then repeats an id, which HTML forbids and which leaves links
@@ -291,5 +327,6 @@ def setup(app):
     app.connect("html-page-context", drop_thebe, priority=999)
     app.connect("doctree-resolved", describe_cell_figures)
     app.connect("doctree-resolved", unique_exercise_ids)
+    app.connect("doctree-resolved", chapter_facts)
     app.connect("build-finished", write_timings)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
