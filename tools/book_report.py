@@ -102,6 +102,7 @@ def launch_buttons_need_a_repository(app, config):
 # packages a notebook host lacks. The build writes both to <root>/_build/course-files/course/ and serves them at
 # <site>/course/; the landing page links them.
 COURSE_FILES = Path("_build") / "course-files"
+REPOSITORY = Path(__file__).resolve().parent.parent
 
 INSTALL_CELL = """\
 # Outside the course's own environment (Colab, a fresh Jupyter) this installs the course library first: the wheel
@@ -129,11 +130,10 @@ if importlib.util.find_spec("minformers") is None:
 
 def build_course_files(app):
     """Write the course files into COURSE_FILES/course/, which the site serves at <site>/course/ (html_extra_path)."""
-    root = Path(app.srcdir)
-    served = root / COURSE_FILES / "course"
+    served = Path(app.srcdir) / COURSE_FILES / "course"
     shutil.rmtree(served, ignore_errors=True)
-    write_course_files(root, served)
-    app.config.html_extra_path = [*app.config.html_extra_path, str(root / COURSE_FILES)]
+    write_course_files(REPOSITORY, served)  # the repository's lib, also for books built elsewhere (the student site)
+    app.config.html_extra_path = [*app.config.html_extra_path, str(served.parent)]
 
 
 def write_course_files(root: Path, folder: Path) -> Path:
