@@ -74,15 +74,18 @@ def test_launch_buttons_follow_the_repository_url(tmp_path, repository):
     ]
     notebook = nbformat.read(tmp_path / "_build" / "html" / "_sources" / "index.ipynb", as_version=4)
     nbformat.validate(notebook)
+    install = notebook.cells[0]  # either way the first cell installs the course library (run: tests/test_launch.py)
+    executed = next(cell for cell in notebook.cells[1:] if cell.cell_type == "code")
+    assert executed.outputs and "42" in executed.outputs[0]["text"]
+    wheel = next((tmp_path / "_build" / "html" / "course").glob("minformers-*.whl")).name  # the site serves it
+    assert wheel in install.source
     if repository:
         for link in links:
             assert link in html, link
-        install = notebook.cells[0]
-        executed = next(cell for cell in notebook.cells[1:] if cell.cell_type == "code")
-        assert '"clone"' in install.source and repository + ".git" in install.source  # run: tests/test_launch.py
-        assert executed.outputs and "42" in executed.outputs[0]["text"]
+        # Colab has only the notebook: the cell fetches the files from the published site's branch
+        assert "https://raw.githubusercontent.com/example-org/course/gh-pages/course/" in install.source
     else:
-        assert "clone" not in notebook.cells[0].source  # no install cell: the notebook is the page's own
+        assert "site = None" in install.source  # no address known: the files are looked for beside the notebook
         assert "launch-buttons" not in html and "mybinder" not in html and "colab" not in html
 
 

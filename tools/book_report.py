@@ -15,7 +15,8 @@ It also:
 - removes the launch buttons (Binder, Colab, JupyterHub) when `repository.url` in _config.yml is empty, so
   that one setting turns them on and off (`launch_buttons_need_a_repository`);
 - serves a wheel of the lib and the notebook requirements at <site>/course/ (`build_course_files`), and gives
-  every downloadable notebook a first cell that installs them where the library is missing (`INSTALL_CELL`);
+  every downloadable notebook a first cell that installs them where the library is missing
+  (`install_cell_first`);
 - points the Colab button at the page's executed notebook on the published site's branch, since Colab opens only
   .ipynb files and the chapters are MyST .md (`colab_opens_the_published_notebook`);
 - drops sphinx-thebe's scripts and styles, which load on every page though Thebe is off (`drop_thebe`);
@@ -48,20 +49,31 @@ def offer_notebook_download(app, pagename, templatename, context, doctree):
     """Copy the executed notebook next to the page's sources so the theme's download menu links it.
 
     sphinx-book-theme adds a ".ipynb" entry to its download menu when `ipynb_source` is set, but sets it
-    itself only when launch buttons are configured. We set it for every executed page. The copy's first cell
-    installs the course library where it is missing (INSTALL_CELL), so the notebook runs outside the course too.
+    itself only when launch buttons are configured. We set it for every executed page.
     """
     notebook = executed_notebook(app, pagename)
     if not notebook.exists():
         return
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
-    executed = json.loads(notebook.read_text())
+    shutil.copy2(notebook, target)
+    context["ipynb_source"] = f"{pagename}.ipynb"
+
+
+def install_cell_first(app, pagename, templatename, context, doctree):
+    """Give the downloadable notebook a first cell that installs the course library where it is missing
+    (INSTALL_CELL), so it runs outside the course too. Runs after sphinx-book-theme (501), which copies the
+    notebook again when launch buttons are configured."""
+    target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
+    if not target.exists():
+        return
+    notebook = json.loads(target.read_text())
+    if notebook["cells"] and notebook["cells"][0].get("id") == "install-the-course":
+        return
     install = {"id": "install-the-course", "cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
                "source": install_cell(app)}
-    executed["cells"].insert(0, install)
-    target.write_text(json.dumps(executed, indent=1) + "\n")
-    context["ipynb_source"] = f"{pagename}.ipynb"
+    notebook["cells"].insert(0, install)
+    target.write_text(json.dumps(notebook, indent=1) + "\n")
 
 
 def write_timings(app, exception):
@@ -324,6 +336,7 @@ def setup(app):
     # Priority 500 runs before sphinx-book-theme builds its header buttons (501).
     app.connect("html-page-context", offer_notebook_download, priority=500)
     app.connect("html-page-context", colab_opens_the_published_notebook, priority=502)
+    app.connect("html-page-context", install_cell_first, priority=502)
     app.connect("html-page-context", drop_thebe, priority=999)
     app.connect("doctree-resolved", describe_cell_figures)
     app.connect("doctree-resolved", unique_exercise_ids)
