@@ -209,6 +209,20 @@ def test_every_figure_has_alt_text_or_a_caption(visits):
     assert not failures(visits, unnamed)
 
 
+def test_a_click_on_a_figure_opens_it_at_full_size(browser, base_url, visits):
+    from selenium.webdriver.common.by import By
+
+    page = next((visit.page for visit in visits.values()
+                 if any(image["src"].startswith("../_images/") for image in visit.report["images"])), None)
+    if page is None:
+        pytest.skip("no page of this site has a figure drawn by a cell")
+    browser.get(base_url + page)
+    images = browser.find_elements(By.CSS_SELECTOR, ".cell_output img")
+    linked = [image for image in images if image.find_elements(By.XPATH, "parent::a[@class='figure-full-size']")]
+    assert images and len(linked) == len(images), f"{page}: {len(linked)} of {len(images)} figures open full size"
+    assert linked[0].find_element(By.XPATH, "parent::a").get_attribute("href") == linked[0].get_attribute("src")
+
+
 def test_headings_are_in_order(visits):
     """One h1 per page, first; no level skipped on the way down (h2 -> h4)."""
     def out_of_order(visit):
