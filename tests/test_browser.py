@@ -391,6 +391,20 @@ def test_search_finds_attention(browser, base_url):
         assert result.get_attribute("href").startswith(base_url)
 
 
+def test_search_for_bpe_ranks_the_tokenization_chapter_near_the_top(browser, base_url, visits):
+    """The glossary's entry may come first; the chapter that builds BPE must follow close behind."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    if "book/tokenization.html" not in visits:
+        pytest.skip("this site has no tokenization chapter")
+    browser.get(base_url + "search.html?q=BPE")
+    results = WebDriverWait(browser, 30).until(
+        lambda driver: driver.find_elements(By.CSS_SELECTOR, "#search-results ul.search li a"))
+    pages = [urlsplit(result.get_attribute("href")).path for result in results]
+    assert any(page.endswith("/tokenization.html") for page in pages[:3]), pages[:5]
+
+
 def test_screenshots_in_light_and_dark_mode(browser, base_url, visits):
     """The introduction and a chapter with figures, as a reader sees them, saved for review; dark mode follows
     the reader's system setting."""
