@@ -113,7 +113,8 @@ Promise.all([mathjax || Promise.resolve(), ...images, document.fonts.ready]).the
     raw_tex: ["\\\\(", "\\\\[", "$$"].filter(mark => text.textContent.includes(mark)),
     code_cells: document.querySelectorAll(".cell .cell_input").length,
     copy_buttons: document.querySelectorAll(".cell .cell_input button.copybtn").length,
-    links: Array.from(document.querySelectorAll("a[href]")).map(a => a.href),
+    links: Array.from(document.querySelectorAll("a[href]"))  // an SVG link's .href is not a string: resolve it here
+      .map(a => new URL(a.getAttribute("href"), location.href).href),
     notebook: Array.from(document.querySelectorAll("a[href$='.ipynb']")).map(a => a.href),
     solutions: document.querySelectorAll(".solution.dropdown").length,
     repeated_ids: Object.entries(Array.from(document.querySelectorAll("[id]")).reduce(
