@@ -104,6 +104,11 @@ Promise.all([mathjax || Promise.resolve(), ...images, document.fonts.ready]).the
       loaded: image.complete && image.naturalWidth > 0,
       alt: image.getAttribute("alt"),
       caption: !!(image.closest("figure") && image.closest("figure").querySelector("figcaption")),
+      number: ((image.closest("figure") || document.body).querySelector("figcaption .caption-number") || {})
+        .textContent || "",
+      drawn_by_a_cell: !!image.closest(".cell_output") && image.offsetParent !== null,  // hidden: a closed solution
+      pixels: image.naturalWidth,
+      shown: image.clientWidth,
     })),
     headings: Array.from(article.querySelectorAll("h1, h2, h3, h4, h5, h6"))
       .map(h => [Number(h.tagName[1]), h.textContent.replace(/[#¶]/g, "").trim()]),
@@ -208,6 +213,27 @@ def test_every_figure_has_alt_text_or_a_caption(visits):
                 found.append(f"{image['src']} has no alt text or caption (alt={image['alt']!r})")
         return found
     assert not failures(visits, unnamed)
+
+
+def test_figures_are_numbered_and_shown_at_the_size_they_were_drawn(visits):
+    """In the browser's 1,280 px window (its text column is the narrowest a desktop reader meets) a cell's figure
+    is not shrunk, so its labels keep their size in points (tests/test_figures.py), and it has twice the pixels
+    it is shown at, so it stays sharp on a high-density screen and when opened at full size."""
+    def misdrawn(visit):
+        found = []
+        for image in visit.report["images"]:
+            if not image["drawn_by_a_cell"]:
+                continue
+            if image["shown"] < 0.98 * image["pixels"] / 2:
+                found.append(f"{image['src']}: drawn for {image['pixels'] // 2} px, shown at {image['shown']} px")
+            if image["pixels"] < 1.9 * image["shown"]:
+                found.append(f"{image['src']}: {image['pixels']} px shown at {image['shown']} px, not sharp")
+            if not image["number"].startswith("Fig."):
+                found.append(f"{image['src']}: no figure number")
+        return found
+    drawn = [image for visit in visits.values() for image in visit.report["images"] if image["drawn_by_a_cell"]]
+    assert drawn, "no figure drawn by a cell on any page: nothing was checked"
+    assert not failures(visits, misdrawn)
 
 
 def test_a_click_on_a_figure_opens_it_at_full_size(browser, base_url, visits):

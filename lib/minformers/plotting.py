@@ -1,9 +1,14 @@
-"""One plotting style for the whole book, readable in the site's light and dark themes.
+"""One plotting style for the whole book, readable in the site's light and dark themes and at its column width.
 
 Backgrounds are transparent, so the page colour shows through; text, axes and lines use mid tones
 that keep enough contrast on white and on near-black.
 
-    >>> fig, ax = figure(width=6, height=3.5)
+A figure is drawn at most as wide as the site's text column (COLUMN_INCHES at DPI dots per inch is the
+column's width in CSS pixels), so the site shows it at its drawn size and a 9-point label reads as 9
+points. Notebooks show it at twice the pixels and half the size ("retina"), so it stays sharp when
+enlarged.
+
+    >>> fig, ax = figure(height=3.5)
     >>> lines = ax.plot([0, 100, 200], [4.2, 2.9, 2.5], label="train")
     >>> label(ax, "Training loss", "step", "cross-entropy (nats)").get_title()
     'Training loss'
@@ -13,6 +18,11 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 from cycler import cycler
 
+DPI = 96  # CSS pixels per inch: at this resolution a point on the figure is a point on the page
+COLUMN_INCHES = 7.0  # the site's text column: 676 CSS px in a 1,280 px window, 772 at 1,400 (tests/test_browser.py)
+MAX_COLUMNS = 3  # panels side by side; more make each too narrow to label at MIN_FONT_POINTS
+MIN_FONT_POINTS = 9
+
 INK = "#868686"  # mid grey: WCAG contrast 3.6:1 on white and 5.2:1 on #111111, so it reads on both
 # Mid-tone hues, each with contrast >= 2.9:1 on white and >= 4.8:1 on #111111 (neither pastel nor dark).
 COLORS = ["#4a90d9", "#e07b1a", "#3d9e58", "#e0504f", "#a071cf", "#b8931a", "#2e9f98", "#d0609c"]
@@ -21,13 +31,15 @@ STYLE = {
     "figure.facecolor": "none",
     "axes.facecolor": "none",
     "savefig.transparent": True,
-    "figure.dpi": 110,
-    "font.size": 11,
-    "axes.titlesize": 13,
-    "axes.labelsize": 11,
-    "xtick.labelsize": 10,
-    "ytick.labelsize": 10,
-    "legend.fontsize": 10,
+    "figure.dpi": DPI,
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "figure.titlesize": 12,
+    "axes.labelsize": 10,
+    "xtick.labelsize": MIN_FONT_POINTS,
+    "ytick.labelsize": MIN_FONT_POINTS,
+    "legend.fontsize": MIN_FONT_POINTS,
+    "legend.title_fontsize": MIN_FONT_POINTS,
     "text.color": INK,
     "axes.labelcolor": INK,
     "axes.titlecolor": INK,
@@ -41,23 +53,37 @@ STYLE = {
     "axes.spines.top": False,
     "axes.spines.right": False,
     "axes.prop_cycle": cycler(color=COLORS),
-    "lines.linewidth": 2.0,
+    "lines.linewidth": 1.8,
     "legend.frameon": False,
     "image.cmap": "viridis",  # perceptually uniform, and readable on both backgrounds
 }
 
 
 def use_style() -> None:
-    """Apply the book's style to every figure created afterwards."""
+    """Apply the book's style to every figure created afterwards (and sharp figures in Jupyter)."""
     mpl.rcParams.update(STYLE)
+    try:
+        from IPython import get_ipython
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+    except ImportError:  # plain Python: nothing is displayed inline
+        return
+    if get_ipython() is not None:
+        set_matplotlib_formats("retina")
 
 
-def figure(nrows: int = 1, ncols: int = 1, width: float = 6.4, height: float = 4.0):
-    """New figure in the book's style; ``width`` and ``height`` in inches for the whole figure.
+def figure(nrows: int = 1, ncols: int = 1, height: float | None = None, width: float = COLUMN_INCHES):
+    """New figure in the book's style, ``width`` and ``height`` in inches for the whole figure.
 
+    The width is at most the column's; the height defaults to 3.4 inches a row.
     Returns (fig, axes) as ``plt.subplots`` does: a single Axes for 1 x 1, else an array of them.
     """
+    if width > COLUMN_INCHES:
+        raise ValueError(f"width {width} in is wider than the page's column ({COLUMN_INCHES} in): the site would "
+                         "shrink the figure and its labels; use more rows instead")
+    if ncols > MAX_COLUMNS:
+        raise ValueError(f"{ncols} panels side by side are too narrow to read; use at most {MAX_COLUMNS} a row")
     use_style()
+    height = 3.4 * nrows if height is None else height
     return plt.subplots(nrows, ncols, figsize=(width, height), layout="constrained")
 
 
@@ -69,3 +95,8 @@ def label(ax, title: str, xlabel: str, ylabel: str):
     if ax.get_legend_handles_labels()[1]:
         ax.legend()
     return ax
+
+
+def legend_outside(ax):
+    """The panel's legend to its right, off the data (constrained layout narrows the panel to make room)."""
+    return ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)

@@ -1,0 +1,111 @@
+"""Figures are drawn for the page they appear on: no wider than its column, labels of at least 9 points, and
+each one numbered and captioned.
+
+The site shows a figure at the width it was drawn (`plotting.figure` refuses anything wider than the column,
+and tests/test_site.py checks the built pages), so a font size in points is its size on the page. These tests
+keep every figure on that path: drawn through `figure`, with no font set below the minimum.
+"""
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import jupytext
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+from minformers import plotting  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+from notebooks import chapters  # noqa: E402
+
+NAMED_SIZES = {"xx-small", "x-small", "small", "smaller"}  # below font.size, which is near the minimum
+
+
+def test_a_figure_wider_than_the_column_or_too_many_panels_is_refused():
+    with pytest.raises(ValueError, match="wider than the page's column"):
+        plotting.figure(width=plotting.COLUMN_INCHES + 0.5)
+    with pytest.raises(ValueError, match="too narrow to read"):
+        plotting.figure(1, plotting.MAX_COLUMNS + 1)
+    fig, axes = plotting.figure(2, 2)
+    assert tuple(fig.get_size_inches()) == (plotting.COLUMN_INCHES, 6.8)
+    assert fig.dpi == plotting.DPI
+
+
+def test_the_style_sets_no_font_below_the_minimum():
+    sizes = {key: value for key, value in plotting.STYLE.items() if key.endswith(("size", "fontsize"))}
+    assert sizes, "the style names its font sizes"
+    assert all(value >= plotting.MIN_FONT_POINTS for value in sizes.values()), sizes
+
+
+def font_sizes_set(code: str):
+    """(line, value) of each `fontsize=` / `size=` keyword given a literal in the code."""
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.keyword) and node.arg in {"fontsize", "labelsize", "size"}:
+            if isinstance(node.value, ast.Constant):
+                yield node.lineno, node.value.value
+
+
+def too_small(value) -> bool:
+    return value in NAMED_SIZES if isinstance(value, str) else value < plotting.MIN_FONT_POINTS
+
+
+def figure_cells(source: Path):
+    """(index, cell) of each code cell that draws a figure."""
+    for index, cell in enumerate(jupytext.read(source).cells):
+        if cell.cell_type == "code" and re.search(r"\bfigure\(|plt\.show\(\)", cell.source):
+            yield index, cell
+
+
+def code_cells(source: Path):
+    return [(index, cell.source) for index, cell in enumerate(jupytext.read(source).cells)
+            if cell.cell_type == "code" and not cell.source.lstrip().startswith(("%", "!"))]
+
+
+@pytest.mark.parametrize("source", chapters(), ids=lambda path: path.stem)
+def test_chapters_draw_through_the_book_figure_and_set_no_small_font(source):
+    problems = []
+    for index, code in code_cells(source):
+        if re.search(r"plt\.(subplots|figure)\(|figsize=", code):
+            problems.append(f"cell {index} makes a figure without plotting.figure")
+        problems += [f"cell {index}, line {line}: font size {value!r}" for line, value in font_sizes_set(code)
+                     if too_small(value)]
+    assert not problems, problems
+
+
+def test_the_lib_sets_no_small_font():
+    problems = [f"{path.name}:{line}: {value!r}" for path in (ROOT / "lib" / "minformers").rglob("*.py")
+                for line, value in font_sizes_set(path.read_text()) if too_small(value)]
+    assert not problems, problems
+
+
+@pytest.mark.parametrize("source", chapters(), ids=lambda path: path.stem)
+def test_every_figure_is_numbered_and_captioned(source):
+    """A cell that draws a figure names it and captions it (`mystnb: {figure: {name, caption}}`), and shows
+    nothing else: myst-nb wraps every displayed output of the cell in that figure. Solutions are exempt."""
+    problems = []
+    for index, cell in figure_cells(source):
+        if "solution" in cell.metadata.get("tags", []):
+            continue
+        options = cell.metadata.get("mystnb", {}).get("figure", {})
+        if not (options.get("caption") and str(options.get("name", "")).startswith("fig-")):
+            problems.append(f"cell {index}: no caption or no fig- name")
+        if re.search(r"\bdisplay\(", cell.source):
+            problems.append(f"cell {index}: displays something besides its figure")
+    assert not problems, problems
+
+
+def test_figure_names_are_unique_across_the_book():
+    names = [cell.metadata["mystnb"]["figure"]["name"] for source in chapters() for _, cell in figure_cells(source)
+             if "figure" in cell.metadata.get("mystnb", {})]
+    assert len(names) == len(set(names)), sorted(name for name in names if names.count(name) > 1)
+
+
+def test_the_rules_can_fail():
+    assert [value for _, value in font_sizes_set("ax.legend(fontsize=7)\nax.set_title('x', size='small')")] == [
+        7, "small"]
+    assert too_small(7) and too_small("small") and not too_small(9) and not too_small("large")
