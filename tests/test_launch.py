@@ -13,7 +13,7 @@ from book_helpers import fresh_environment, where_minformers_is
 
 ROOT = Path(__file__).resolve().parent.parent
 # A notebook host (Colab) has these already; cycler comes with matplotlib.
-HOST_PROVIDED = {"torch", "numpy", "matplotlib", "IPython", "cycler"}
+HOST_PROVIDED = {"torch", "numpy", "matplotlib", "IPython", "cycler", "matplotlib_inline"}  # ipykernel needs the last
 
 
 def pins(path: Path) -> dict[str, str]:

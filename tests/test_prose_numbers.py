@@ -38,6 +38,7 @@ ALLOWED = {
     ("pretraining_objectives", "15%"): "BERT's masking rate, a fact of the paper",
     ("pretraining_objectives", "80%"): "BERT's share of [MASK] among the chosen tokens, a fact of the paper",
     ("pretraining_probes", "70%"): "a hypothetical accuracy in an exercise's question",
+    ("pretraining_probes", "15%"): "the masking rate of the BERT recipe the page replays, a setting of the run",
     ("pretraining_transfer", "0.02"): "BERT's initialisation standard deviation, a fact of the model",
     ("transformer_translation", "0.2%"): "arithmetic: 2,000 training numbers of the task's million",
     ("transformer_translation", "0.9"): "arithmetic: 1 - the label smoothing of 0.1 set on the page",

@@ -21,3 +21,14 @@ def test_every_arxiv_preprint_links_its_abstract_page():
                 missing.append(key)
     assert not missing, f"entries naming an arXiv preprint without its link: {missing}"
     assert any("arxiv.org/abs/" in entry for entry in entries().values())
+
+
+# Entries with no link we could confirm from a stable source: an address is added only once it is checked.
+UNLINKED = {"schuster2012japanese", "nair2010rectified", "maas2013rectifier", "hinton2012rmsprop",
+            "harris1954distributional"}
+
+
+def test_every_entry_links_the_work_or_is_known_to_have_no_checked_link():
+    unlinked = {key for key, entry in entries().items() if not re.search(r"^\s*(url|doi)\s*=", entry, re.M)}
+    assert unlinked <= UNLINKED, f"entries with no url or doi: {sorted(unlinked - UNLINKED)}"
+    assert not UNLINKED - set(entries()), "UNLINKED names an entry that is gone"

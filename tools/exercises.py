@@ -20,7 +20,9 @@ error, so that nothing can slip into the student edition unrecognised.
 """
 
 import copy
+import io
 import re
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,17 +146,50 @@ def hide_listings(notebook, answers: dict[str, str]) -> nbformat.NotebookNode:
     return notebook
 
 
+def collapsed(text: str) -> str:
+    """``text`` with each run of whitespace as one space: how the leak scan compares text."""
+    return " ".join(text.split())
+
+
+def logical_lines(code: str) -> list[str]:
+    """The lines of ``code``, whitespace collapsed, with a statement that runs over several lines (inside brackets,
+    a string or after a backslash) joined into one: where a formatter breaks a line does not change what it says."""
+    physical = code.splitlines()
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):  # IPython magics, shell lines
+        return [collapsed(line) for line in physical if line.strip()]
+    continued, depth = set(), 0  # rows (from 1) whose statement goes on to the next row
+    for token in tokens:
+        if token.type == tokenize.OP and token.string in "([{":
+            depth += 1
+        elif token.type == tokenize.OP and token.string in ")]}":
+            depth -= 1
+        elif token.type == tokenize.NL and depth > 0:
+            continued.add(token.start[0])
+        continued.update(range(token.start[0], token.end[0]))  # a string over several rows
+    continued.update(row for row, line in enumerate(physical, 1) if line.rstrip().endswith("\\"))
+    lines, statement = [], []
+    for row, line in enumerate(physical, 1):
+        statement.append(line)
+        if row not in continued:
+            lines.append(collapsed(" ".join(statement)))
+            statement = []
+    lines.append(collapsed(" ".join(statement)))
+    return [line for line in lines if line]
+
+
 def solution_lines(notebook) -> list[str]:
-    """Every line of every solution in a chapter, code and prose, stripped, blank lines left out."""
+    """Every line of every solution in a chapter, code (as logical lines) and prose, blank lines left out."""
     lines, state = [], "outside"
     for cell in notebook.cells:
         if cell.cell_type == "markdown":
             _, removed, state = split_markdown(cell.source, state)
-            lines += removed
+            lines += [collapsed(line) for line in removed]
         elif is_solution(cell) or (cell.cell_type == "code" and state == "gated"):
-            lines += cell.source.splitlines()
+            lines += logical_lines(cell.source)
     _check_closed(state)
-    return [line.strip() for line in lines if line.strip()]
+    return [line for line in lines if line]
 
 
 def exercises(notebook) -> list[Exercise]:
@@ -197,8 +232,8 @@ def leak_needles(chapters: list[Path], library: set[str]) -> dict[str, str]:
     needles = {}
     for source in chapters:
         chapter = read(source)
-        shown = {line.strip() for cell in student_version(chapter).cells for line in cell.source.splitlines()}
-        stubs = [exercise.stub for exercise in exercises(chapter)]
+        shown = {line for cell in student_version(chapter).cells for line in logical_lines(cell.source)}
+        stubs = [collapsed(exercise.stub) for exercise in exercises(chapter)]
         for line in solution_lines(chapter):
             if line in shown or line in library or any(line in stub for stub in stubs):
                 continue
