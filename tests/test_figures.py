@@ -85,8 +85,9 @@ def test_the_lib_sets_no_small_font():
 
 @pytest.mark.parametrize("source", chapters(), ids=lambda path: path.stem)
 def test_every_figure_is_numbered_and_captioned(source):
-    """A cell that draws a figure names it and captions it (`mystnb: {figure: {name, caption}}`), and shows
-    nothing else: myst-nb wraps every displayed output of the cell in that figure. Solutions are exempt."""
+    """A cell that draws a figure names it and captions it (`mystnb: {figure: {name, caption}}`), shows nothing
+    else (myst-nb wraps every displayed output of the cell in that figure) and folds its code: the figure is what
+    the reader came for, and the computation it plots sits in the cell above. Solutions are exempt."""
     problems = []
     for index, cell in figure_cells(source):
         if "solution" in cell.metadata.get("tags", []):
@@ -96,6 +97,8 @@ def test_every_figure_is_numbered_and_captioned(source):
             problems.append(f"cell {index}: no caption or no fig- name")
         if re.search(r"\bdisplay\(", cell.source):
             problems.append(f"cell {index}: displays something besides its figure")
+        if "hide-input" not in cell.metadata.get("tags", []):
+            problems.append(f"cell {index}: the drawing code is shown (tag it hide-input)")
     assert not problems, problems
 
 

@@ -209,3 +209,11 @@ def test_the_student_site_does_not_list_an_answer():
             if on_page > len(lines) / 2:
                 shown_anyway.append(f"{source.stem}: {name}, {on_page} of {len(lines)} lines")
     assert shown_anyway == []
+
+
+@pytest.mark.book
+def test_the_student_site_says_what_each_chapter_builds_on():
+    """Its pages are notebooks, which keep the chapter's front matter in their metadata (tools/book_report.py)."""
+    missing = [source.stem for source in chapters()
+               if "Builds on:" not in readable_text(STUDENT / "html" / "book" / f"{source.stem}.html")]
+    assert not missing, f"student pages with no 'Builds on' line: {missing}"

@@ -290,11 +290,19 @@ def _minutes(seconds: float) -> str:
     return "under a minute" if minutes < 1 else "about 1 minute" if minutes == 1 else f"about {minutes} minutes"
 
 
+def page_metadata(srcdir: Path, docname: str) -> dict:
+    """A page's front matter: the YAML block of its .md, or the metadata of its .ipynb (the student site's pages,
+    which keep the front matter there)."""
+    markdown, notebook = srcdir / f"{docname}.md", srcdir / f"{docname}.ipynb"
+    if markdown.exists():
+        return front_matter(markdown)
+    return dict(json.loads(notebook.read_text(encoding="utf-8"))["metadata"]) if notebook.exists() else {}
+
+
 def chapter_facts(app, doctree, docname):
     """Under a chapter's title: the chapters it builds on (its front matter's `builds_on`) and how long it took to
     run in this build, so a reader knows what to read first and what running it costs."""
-    source = Path(app.srcdir) / f"{docname}.md"
-    builds_on = front_matter(source).get("builds_on") if source.exists() else None
+    builds_on = page_metadata(Path(app.srcdir), docname).get("builds_on")
     data = NbMetadataCollector.get_exec_data(app.env, docname)
     seconds = data.get("runtime") if data and data.get("succeeded") else None
     title = next(iter(doctree.findall(nodes.title)), None)
