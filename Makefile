@@ -81,6 +81,7 @@ serve:
 # ruff on the lib, tests and tools, and on the chapters' code (exported as notebooks, which ruff reads).
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check lib
 	@rm -rf _build/lint && $(BIN)/python tools/notebooks.py _build/lint > /dev/null
 	$(BIN)/ruff check _build/lint
 

@@ -1,9 +1,11 @@
 """Scaled dot-product attention and multi-head attention, written out step by step.
 
 Shape legend, used in every comment below:
-    B batch, T time (T_q queries, T_k keys), C channels = d_model, H heads, D head dim = C / H.
+    B batch, T time (T_q queries, T_k keys), C channels = d_model, H heads, D head dim =
+    C / H.
 
-Masks are bool, ``True`` = may attend (see ``minformers.masks``), broadcastable to (B, H, T_q, T_k).
+Masks are bool, ``True`` = may attend (see ``minformers.masks``), broadcastable to (B,
+H, T_q, T_k).
 """
 
 import math
@@ -19,20 +21,31 @@ from minformers.validation import check_size
 
 
 def _check_attention_inputs(q, k, v, mask, dropout_p) -> None:
-    """Reject inputs that would otherwise fail deep inside a matmul, or silently broadcast wrongly."""
+    """Reject inputs that would otherwise fail deep inside a matmul, or silently
+    broadcast wrongly."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         if x.dim() < 2:
-            raise ValueError(f"{name} must have shape (..., T, D), got {tuple(x.shape)}")
+            raise ValueError(
+                f"{name} must have shape (..., T, D), got {tuple(x.shape)}"
+            )
     if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q and k must have the same last dim D, got {q.shape[-1]} and {k.shape[-1]}")
+        raise ValueError(
+            f"q and k must have the same last dim D, got {q.shape[-1]} and "
+            f"{k.shape[-1]}"
+        )
     if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"k and v must have the same length T_k, got {k.shape[-2]} and {v.shape[-2]}")
+        raise ValueError(
+            f"k and v must have the same length T_k, got {k.shape[-2]} and "
+            f"{v.shape[-2]}"
+        )
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
     if mask is None:
         return
     if mask.dtype != torch.bool:
-        raise TypeError(f"mask must be a bool tensor (True = may attend), got dtype {mask.dtype}")
+        raise TypeError(
+            f"mask must be a bool tensor (True = may attend), got dtype {mask.dtype}"
+        )
     batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
     scores_shape = (*batch, q.shape[-2], k.shape[-2])  # (..., T_q, T_k)
     try:
@@ -40,16 +53,22 @@ def _check_attention_inputs(q, k, v, mask, dropout_p) -> None:
     except RuntimeError:
         fits = False
     if not fits:
-        raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to the scores {scores_shape}")
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} does not broadcast to the scores "
+            f"{scores_shape}"
+        )
 
 
-def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0, training=False, return_weights=False):
+def scaled_dot_product_attention(
+    q, k, v, mask=None, dropout_p=0.0, training=False, return_weights=False
+):
     """softmax(q k^T / sqrt(D)) v, with masked scores set to -inf before the softmax.
 
-    q: (..., T_q, D), k: (..., T_k, D), v: (..., T_k, D_v), mask: bool, broadcastable to (..., T_q, T_k).
-    Returns the output (..., T_q, D_v), and also the weights (..., T_q, T_k) (after dropout, i.e. the
-    ones actually used) if ``return_weights``. A query that may attend no key gets zero weights and a
-    zero output (a plain softmax over all -inf would give NaN).
+    q: (..., T_q, D), k: (..., T_k, D), v: (..., T_k, D_v), mask: bool, broadcastable to
+    (..., T_q, T_k). Returns the output (..., T_q, D_v), and also the weights (..., T_q,
+    T_k) (after dropout, i.e. the ones actually used) if ``return_weights``. A query
+    that may attend no key gets zero weights and a zero output (a plain softmax over all
+    -inf would give NaN).
 
     Example: one query, two keys, equal scores -> the output is the mean of the values.
     >>> q, k = torch.zeros(1, 2), torch.ones(2, 2)
@@ -58,15 +77,16 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0, training=Fal
     tensor([[2., 4.]])
     """
     _check_attention_inputs(q, k, v, mask, dropout_p)
-    # Dividing by sqrt(D) keeps the scores' variance near 1 whatever D is, so the softmax does not saturate.
-    # (..., T_q, D) @ (..., D, T_k) -> (..., T_q, T_k)
+    # Dividing by sqrt(D) keeps the scores' variance near 1 whatever D is, so the
+    # softmax does not saturate. (..., T_q, D) @ (..., D, T_k) -> (..., T_q, T_k)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)
     if mask is not None:
-        # Rows with no allowed key are all -inf and come out of the softmax as NaN: such a query
-        # has nothing to read, so define its weights (and so its output) as zero.
+        # Rows with no allowed key are all -inf and come out of the softmax as NaN: such
+        # a query has nothing to read, so define its weights (and so its output) as
+        # zero.
         weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
     if training and dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p)
@@ -75,14 +95,17 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0, training=Fal
 
 
 class MultiHeadAttention(nn.Module):
-    """H attention heads in parallel, each on its own D = C / H slice of learned projections.
+    """H attention heads in parallel, each on its own D = C / H slice of learned
+    projections.
 
-    The attention itself runs in PyTorch's fused kernel (``torch.nn.functional.scaled_dot_product_attention``)
-    unless the weights are asked for: same result, without materialising the (T_q, T_k) weights, and given
-    ``causal=True`` it also skips the scores above the diagonal. ``fused=False`` always takes the written-out
-    function above, the one the attention chapter teaches; it is a plain attribute, so it can be flipped on a
-    built model. Parameters match ``torch.nn.MultiheadAttention`` once its ``in_proj_weight`` is split into the
-    q, k, v rows.
+    The attention itself runs in PyTorch's fused kernel
+    (``torch.nn.functional.scaled_dot_product_attention``) unless the weights are asked
+    for: same result, without materialising the (T_q, T_k) weights, and given
+    ``causal=True`` it also skips the scores above the diagonal. ``fused=False`` always
+    takes the written-out function above, the one the attention chapter teaches; it is a
+    plain attribute, so it can be flipped on a built model. Parameters match
+    ``torch.nn.MultiheadAttention`` once its ``in_proj_weight`` is split into the q, k,
+    v rows.
 
     >>> attention = MultiHeadAttention(d_model=8, n_heads=2)
     >>> attention(torch.randn(3, 5, 8)).shape  # (B, T, C) -> (B, T, C)
@@ -90,14 +113,20 @@ class MultiHeadAttention(nn.Module):
     """
 
     def __init__(
-        self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, fused: bool = True
+        self,
+        d_model: int,
+        n_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        fused: bool = True,
     ):
         super().__init__()
         check_size("d_model", d_model)
         check_size("n_heads", n_heads)
         if d_model % n_heads:
             raise ValueError(
-                f"d_model must be divisible by n_heads, got d_model={d_model} and n_heads={n_heads}"
+                f"d_model must be divisible by n_heads, got d_model={d_model} and "
+                f"n_heads={n_heads}"
             )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
@@ -110,22 +139,37 @@ class MultiHeadAttention(nn.Module):
 
     def _check_input(self, name: str, x: torch.Tensor) -> None:
         if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"{name} must have shape (B, T, {self.d_model}) (d_model), got {tuple(x.shape)}")
+            raise ValueError(
+                f"{name} must have shape (B, T, {self.d_model}) (d_model), got "
+                f"{tuple(x.shape)}"
+            )
 
     def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
         B, T, _ = x.shape
         x = x.view(B, T, self.n_heads, self.head_dim)  # (B, T, C) -> (B, T, H, D)
         return x.transpose(1, 2)  # (B, T, H, D) -> (B, H, T, D)
 
-    def forward(self, query, key=None, value=None, mask=None, causal=False, return_weights=False, cache=None,
-                cache_layer=0):
-        """query: (B, T_q, C); key, value: (B, T_k, C). Returns (B, T_q, C) [, weights (B, H, T_q, T_k)].
+    def forward(
+        self,
+        query,
+        key=None,
+        value=None,
+        mask=None,
+        causal=False,
+        return_weights=False,
+        cache=None,
+        cache_layer=0,
+    ):
+        """query: (B, T_q, C); key, value: (B, T_k, C). Returns (B, T_q, C) [, weights
+        (B, H, T_q, T_k)].
 
-        Self-attention when ``key`` is None; ``value`` defaults to ``key`` (cross-attention reads
-        one memory for both). ``mask`` is bool, broadcastable to (B, H, T_q, T_k). ``causal=True`` adds the
-        causal mask (the queries are the last T_q of the T_k positions, as in ``masks.causal_mask``).
-        With a ``cache`` (``minformers.kv_cache.KVCache``), the new keys and values are appended to layer
-        ``cache_layer``'s and the queries attend over all of them; ``mask`` must then cover every cached key.
+        Self-attention when ``key`` is None; ``value`` defaults to ``key``
+        (cross-attention reads one memory for both). ``mask`` is bool, broadcastable to
+        (B, H, T_q, T_k). ``causal=True`` adds the causal mask (the queries are the last
+        T_q of the T_k positions, as in ``masks.causal_mask``). With a ``cache``
+        (``minformers.kv_cache.KVCache``), the new keys and values are appended to layer
+        ``cache_layer``'s and the queries attend over all of them; ``mask`` must then
+        cover every cached key.
         """
         key = query if key is None else key
         value = key if value is None else value
@@ -133,17 +177,19 @@ class MultiHeadAttention(nn.Module):
             self._check_input(name, x)
         if key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]:
             raise ValueError(
-                f"query, key, value must share B, and key, value T_k: got {tuple(query.shape)}, "
-                f"{tuple(key.shape)}, {tuple(value.shape)}"
+                "query, key, value must share B, and key, value T_k: got "
+                f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}"
             )
         q = self._split_heads(self.q_proj(query))  # (B, T_q, C) -> (B, H, T_q, D)
         k = self._split_heads(self.k_proj(key))  # (B, T_k, C) -> (B, H, T_k, D)
         v = self._split_heads(self.v_proj(value))  # (B, T_k, C) -> (B, H, T_k, D)
         if cache is not None:
-            k, v = cache.update(cache_layer, k, v)  # (B, H, T_cached + T_k, D): the new keys after the old
+            # (B, H, T_cached + T_k, D): the new keys after the old
+            k, v = cache.update(cache_layer, k, v)
         T_q, T_k = q.shape[-2], k.shape[-2]
-        # torch's is_causal aligns the queries with the first keys, not the last: only a square causal mask with
-        # nothing else to combine is passed as the flag; any other is built out.
+        # torch's is_causal aligns the queries with the first keys, not the last: only a
+        # square causal mask with nothing else to combine is passed as the flag; any
+        # other is built out.
         causal_flag = causal and mask is None and T_q == T_k
         if causal and not causal_flag:
             mask = combine_masks(mask, causal_mask(T_q, T_k, device=q.device))
@@ -151,25 +197,34 @@ class MultiHeadAttention(nn.Module):
         weights = None
         if self.fused and not return_weights:
             _check_attention_inputs(q, k, v, mask, dropout_p)
-            output = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
-                                                    is_causal=causal_flag)
+            output = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal_flag
+            )
         else:
             if causal_flag:
                 mask = causal_mask(T_q, T_k, device=q.device)
             output, weights = scaled_dot_product_attention(
-                q, k, v, mask=mask, dropout_p=dropout_p, training=self.training, return_weights=True
+                q,
+                k,
+                v,
+                mask=mask,
+                dropout_p=dropout_p,
+                training=self.training,
+                return_weights=True,
             )
         B = output.shape[0]
         output = output.transpose(1, 2)  # (B, H, T_q, D) -> (B, T_q, H, D)
-        output = self.out_proj(output.reshape(B, T_q, self.d_model))  # (B, T_q, H, D) -> (B, T_q, C)
+        # (B, T_q, H, D) -> (B, T_q, C)
+        output = self.out_proj(output.reshape(B, T_q, self.d_model))
         return (output, weights) if return_weights else output
 
 
 @contextmanager
 def recorded_attention(model: nn.Module) -> Iterator[list[torch.Tensor]]:
-    """Within the ``with`` block, each call of a ``MultiHeadAttention`` inside ``model`` runs the written-out path
-    and appends its weights (B, H, T_q, T_k) to the list this yields, in call order (a GPT's layers in order);
-    the model's outputs are unchanged. A way to look at every head of a trained model without rewiring it.
+    """Within the ``with`` block, each call of a ``MultiHeadAttention`` inside ``model``
+    runs the written-out path and appends its weights (B, H, T_q, T_k) to the list this
+    yields, in call order (a GPT's layers in order); the model's outputs are unchanged.
+    A way to look at every head of a trained model without rewiring it.
 
         with recorded_attention(gpt) as weights:
             gpt(ids)
@@ -179,7 +234,10 @@ def recorded_attention(model: nn.Module) -> Iterator[list[torch.Tensor]]:
 
     def ask_for_weights(module, args, kwargs):
         if kwargs.get("return_weights"):
-            raise ValueError("recorded_attention records the weights itself: call the model without return_weights")
+            raise ValueError(
+                "recorded_attention records the weights itself: call the model without "
+                "return_weights"
+            )
         return args, {**kwargs, "return_weights": True}
 
     def keep_weights(module, args, kwargs, result):
@@ -187,12 +245,21 @@ def recorded_attention(model: nn.Module) -> Iterator[list[torch.Tensor]]:
         weights.append(layer_weights.detach())
         return output
 
-    attentions = [module for module in model.modules() if isinstance(module, MultiHeadAttention)]
+    attentions = [
+        module for module in model.modules() if isinstance(module, MultiHeadAttention)
+    ]
     if not attentions:
-        raise ValueError(f"{type(model).__name__} holds no MultiHeadAttention to record")
-    handles = [hook for module in attentions for hook in (
-        module.register_forward_pre_hook(ask_for_weights, with_kwargs=True),
-        module.register_forward_hook(keep_weights, with_kwargs=True))]
+        raise ValueError(
+            f"{type(model).__name__} holds no MultiHeadAttention to record"
+        )
+    handles = [
+        hook
+        for module in attentions
+        for hook in (
+            module.register_forward_pre_hook(ask_for_weights, with_kwargs=True),
+            module.register_forward_hook(keep_weights, with_kwargs=True),
+        )
+    ]
     try:
         yield weights
     finally:

@@ -1,12 +1,14 @@
-"""Fine-tuning the course's shared encoder for the sentiment of movie reviews: the body pretrained by the
-encoder-pretraining page (``bert_pretraining.shared_encoder``) or, as the control, the same network from random
-weights, each with a new classification head (BERT's, on the pooled ``[CLS]``, or one on the mean of the last hidden
-states), trained on the labels and scored on the whole dev split.
-``fine_tune_encoder_on_reviews`` is one whole run, so that a page can send several seeds of each to worker
-processes (``parallel.map_in_workers``).
+"""Fine-tuning the course's shared encoder for the sentiment of movie reviews: the body
+pretrained by the encoder-pretraining page (``bert_pretraining.shared_encoder``) or, as
+the control, the same network from random weights, each with a new classification head
+(BERT's, on the pooled ``[CLS]``, or one on the mean of the last hidden states), trained
+on the labels and scored on the whole dev split. ``fine_tune_encoder_on_reviews`` is one
+whole run, so that a page can send several seeds of each to worker processes
+(``parallel.map_in_workers``).
 
     >>> run = EncoderFineTuneRun(pretrained=False, seed=2, pooling="mean")
-    >>> run.schedule.steps * run.batch_size  # sentences drawn in one run: more than half the training split
+    >>> # sentences drawn in one run: more than half the training split
+    >>> run.schedule.steps * run.batch_size
     4800
 """
 
@@ -26,10 +28,17 @@ from minformers.transfer import MeanPoolClassifier
 class EncoderFineTuneRun:
     """One fine-tuning run of the tiny BERT on the review sentences."""
 
-    pretrained: bool = True  # False: the same network from random weights, the control for pretraining
-    seed: int = 0  # the random weights (body of the control, head of both) and the order of the batches
-    pooling: str = "cls"  # "cls": BERT's head, on the pooled [CLS]; "mean": on the mean of the last hidden states
-    schedule: TrainConfig = TrainConfig(steps=150, lr=1e-3, warmup_steps=15, eval_every=30)
+    # False: the same network from random weights, the control for pretraining
+    pretrained: bool = True
+    # the random weights (body of the control, head of both) and the order of the
+    # batches
+    seed: int = 0
+    # "cls": BERT's head, on the pooled [CLS]; "mean": on the mean of the last hidden
+    # states
+    pooling: str = "cls"
+    schedule: TrainConfig = TrainConfig(
+        steps=150, lr=1e-3, warmup_steps=15, eval_every=30
+    )
     batch_size: int = 32
 
     def __post_init__(self):
@@ -37,9 +46,12 @@ class EncoderFineTuneRun:
             raise ValueError(f"pooling must be 'cls' or 'mean', got {self.pooling!r}")
 
 
-def encoder_classifier(run: EncoderFineTuneRun) -> BertForSequenceClassification | MeanPoolClassifier:
-    """The run's starting point: the shared encoder's body, or the same network's random weights at ``run.seed``,
-    and a two-class head (on the pooled ``[CLS]`` or on the mean, as ``run.pooling`` says) drawn from ``run.seed``."""
+def encoder_classifier(
+    run: EncoderFineTuneRun,
+) -> BertForSequenceClassification | MeanPoolClassifier:
+    """The run's starting point: the shared encoder's body, or the same network's random
+    weights at ``run.seed``, and a two-class head (on the pooled ``[CLS]`` or on the
+    mean, as ``run.pooling`` says) drawn from ``run.seed``."""
     body = shared_encoder().bert if run.pretrained else None
     torch.manual_seed(run.seed)
     if body is None:
@@ -50,13 +62,25 @@ def encoder_classifier(run: EncoderFineTuneRun) -> BertForSequenceClassification
 
 
 def fine_tune_encoder_on_reviews(run: EncoderFineTuneRun) -> FineTuneResult:
-    """Fine-tune ``encoder_classifier(run)`` on the training split's sentences (cut to the encoder's length), scored
-    on the whole dev split. Prints nothing: runs go to worker processes, whose lines would interleave."""
+    """Fine-tune ``encoder_classifier(run)`` on the training split's sentences (cut to
+    the encoder's length), scored on the whole dev split. Prints nothing: runs go to
+    worker processes, whose lines would interleave."""
     corpus, splits = news_corpus(), data.movie_review_splits()
-    (train_texts, train_labels), (dev_texts, dev_labels) = (zip(*splits[part], strict=True)
-                                                            for part in ("train", "dev"))
-    train_inputs, dev_inputs = (encode_sentences(corpus.tokenizer, texts, corpus.max_len)
-                                for texts in (train_texts, dev_texts))
+    (train_texts, train_labels), (dev_texts, dev_labels) = (
+        zip(*splits[part], strict=True) for part in ("train", "dev")
+    )
+    train_inputs, dev_inputs = (
+        encode_sentences(corpus.tokenizer, texts, corpus.max_len)
+        for texts in (train_texts, dev_texts)
+    )
     train_labels, dev_labels = torch.tensor(train_labels), torch.tensor(dev_labels)
-    return fine_tune_and_score(encoder_classifier(run), train_inputs, train_labels, dev_inputs, dev_labels,
-                               run.schedule, batch_size=run.batch_size, seed=run.seed)
+    return fine_tune_and_score(
+        encoder_classifier(run),
+        train_inputs,
+        train_labels,
+        dev_inputs,
+        dev_labels,
+        run.schedule,
+        batch_size=run.batch_size,
+        seed=run.seed,
+    )

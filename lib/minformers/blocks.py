@@ -1,7 +1,8 @@
-"""The transformer block: self-attention then a position-wise feed-forward network, each wrapped in
-a residual connection and a LayerNorm.
+"""The transformer block: self-attention then a position-wise feed-forward network, each
+wrapped in a residual connection and a LayerNorm.
 
-Shapes: B batch, T time, C channels = d_model. Every module here maps (B, T, C) -> (B, T, C).
+Shapes: B batch, T time, C channels = d_model. Every module here maps (B, T, C) -> (B,
+T, C).
 """
 
 from functools import partial
@@ -12,25 +13,34 @@ from torch import nn
 from minformers.attention import MultiHeadAttention
 from minformers.validation import check_size
 
+# exact erf form: BERT, and torch's TransformerEncoderLayer(activation="gelu")
+# the tanh approximation used by GPT-2
 ACTIVATIONS = {
-    "gelu": nn.GELU,  # exact erf form: BERT, and torch's TransformerEncoderLayer(activation="gelu")
-    "gelu_tanh": partial(nn.GELU, approximate="tanh"),  # the tanh approximation used by GPT-2
+    "gelu": nn.GELU,
+    "gelu_tanh": partial(nn.GELU, approximate="tanh"),
     "relu": nn.ReLU,  # the original Transformer
 }
 
 
 class FeedForward(nn.Module):
-    """Linear C -> d_ff, activation, Linear d_ff -> C, dropout; applied to each position on its own.
+    """Linear C -> d_ff, activation, Linear d_ff -> C, dropout; applied to each position
+    on its own.
 
     >>> FeedForward(d_model=8, d_ff=32)(torch.randn(2, 5, 8)).shape
     torch.Size([2, 5, 8])
     """
 
-    def __init__(self, d_model: int, d_ff: int, activation: str = "gelu", dropout: float = 0.0):
+    def __init__(
+        self, d_model: int, d_ff: int, activation: str = "gelu", dropout: float = 0.0
+    ):
         super().__init__()
         if activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
-        self.up_proj = nn.Linear(check_size("d_model", d_model), check_size("d_ff", d_ff))
+            raise ValueError(
+                f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}"
+            )
+        self.up_proj = nn.Linear(
+            check_size("d_model", d_model), check_size("d_ff", d_ff)
+        )
         self.activation = ACTIVATIONS[activation]()
         self.down_proj = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)
@@ -43,12 +53,15 @@ class FeedForward(nn.Module):
 class TransformerBlock(nn.Module):
     """Self-attention sublayer + feed-forward sublayer, each with a residual connection.
 
-    norm_first=True  (pre-LN, GPT-2 onwards): x = x + f(LN(x)). The residual path is never normalised,
-                     so gradients reach early layers unchanged and training is stable without warmup.
+    norm_first=True  (pre-LN, GPT-2 onwards): x = x + f(LN(x)). The residual path is
+    never normalised,
+                     so gradients reach early layers unchanged and training is stable
+                     without warmup.
     norm_first=False (post-LN, original Transformer and BERT): x = LN(x + f(x)).
 
-    Matches ``torch.nn.TransformerEncoderLayer(..., batch_first=True, norm_first=...)`` with the same
-    weights; note that torch's bool ``src_mask`` means True = blocked, the opposite of ours.
+    Matches ``torch.nn.TransformerEncoderLayer(..., batch_first=True, norm_first=...)``
+    with the same weights; note that torch's bool ``src_mask`` means True = blocked, the
+    opposite of ours.
 
     >>> block = TransformerBlock(d_model=8, n_heads=2, d_ff=32)
     >>> block(torch.randn(2, 5, 8)).shape
@@ -69,23 +82,40 @@ class TransformerBlock(nn.Module):
         self.d_model, self.norm_first = d_model, norm_first
         self.attention = MultiHeadAttention(d_model, n_heads, dropout=dropout)
         self.attention_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.feed_forward = FeedForward(d_model, d_ff, activation=activation, dropout=dropout)
+        self.feed_forward = FeedForward(
+            d_model, d_ff, activation=activation, dropout=dropout
+        )
         self.feed_forward_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.dropout = nn.Dropout(dropout)  # on the attention sublayer's output; FeedForward has its own
+        # on the attention sublayer's output; FeedForward has its own
+        self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, causal: bool = False, cache=None,
-                cache_layer: int = 0) -> torch.Tensor:
-        """x: (B, T, C); mask: bool, True = may attend, broadcastable to (B, H, T, T_k). Returns (B, T, C).
-        ``causal=True`` adds the causal mask (see ``MultiHeadAttention``).
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        causal: bool = False,
+        cache=None,
+        cache_layer: int = 0,
+    ) -> torch.Tensor:
+        """x: (B, T, C); mask: bool, True = may attend, broadcastable to (B, H, T, T_k).
+        Returns (B, T, C). ``causal=True`` adds the causal mask (see
+        ``MultiHeadAttention``).
 
-        ``cache``, a ``KVCache``, makes the attention also read the keys and values of earlier calls (decoding);
-        ``cache_layer`` is this block's index in it.
+        ``cache``, a ``KVCache``, makes the attention also read the keys and values of
+        earlier calls (decoding); ``cache_layer`` is this block's index in it.
         """
         if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"x must have shape (B, T, {self.d_model}) (d_model), got {tuple(x.shape)}")
+            raise ValueError(
+                f"x must have shape (B, T, {self.d_model}) (d_model), got "
+                f"{tuple(x.shape)}"
+            )
 
         def attend(h: torch.Tensor) -> torch.Tensor:
-            return self.dropout(self.attention(h, mask=mask, causal=causal, cache=cache, cache_layer=cache_layer))
+            return self.dropout(
+                self.attention(
+                    h, mask=mask, causal=causal, cache=cache, cache_layer=cache_layer
+                )
+            )
 
         if self.norm_first:
             x = x + attend(self.attention_norm(x))

@@ -1,7 +1,8 @@
-"""Copying weights from PyTorch's and Hugging Face's modules into ours, so outputs can be compared exactly.
+"""Copying weights from PyTorch's and Hugging Face's modules into ours, so outputs can
+be compared exactly.
 
-    >>> theirs = torch.nn.MultiheadAttention(8, 2, batch_first=True)
-    >>> ours = load_torch_multihead_attention(MultiHeadAttention(8, 2), theirs)
+>>> theirs = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+>>> ours = load_torch_multihead_attention(MultiHeadAttention(8, 2), theirs)
 """
 
 import re
@@ -15,19 +16,33 @@ from minformers.blocks import TransformerBlock
 
 
 def _attention_pairs(ours: MultiHeadAttention, theirs: nn.MultiheadAttention):
-    """(our tensor, their tensor) pairs of one attention layer. PyTorch stacks W_Q, W_K, W_V row-wise in one
-    (3C, C) ``in_proj_weight``; its chunks are views, so copying into them writes theirs."""
+    """(our tensor, their tensor) pairs of one attention layer. PyTorch stacks W_Q, W_K,
+    W_V row-wise in one (3C, C) ``in_proj_weight``; its chunks are views, so copying
+    into them writes theirs."""
     if theirs.in_proj_weight is None:
-        raise ValueError("theirs must use one in_proj_weight (built with kdim = vdim = embed_dim)")
-    if theirs.in_proj_weight.shape != (3 * ours.d_model, ours.d_model) or theirs.num_heads != ours.n_heads:
         raise ValueError(
-            f"shapes differ: theirs has embed_dim={theirs.embed_dim}, num_heads={theirs.num_heads}; "
-            f"ours has d_model={ours.d_model}, n_heads={ours.n_heads}"
+            "theirs must use one in_proj_weight (built with kdim = vdim = embed_dim)"
+        )
+    if (
+        theirs.in_proj_weight.shape != (3 * ours.d_model, ours.d_model)
+        or theirs.num_heads != ours.n_heads
+    ):
+        raise ValueError(
+            f"shapes differ: theirs has embed_dim={theirs.embed_dim}, "
+            f"num_heads={theirs.num_heads}; ours has d_model={ours.d_model}, "
+            f"n_heads={ours.n_heads}"
         )
     projections = (ours.q_proj, ours.k_proj, ours.v_proj)
-    pairs = list(zip((p.weight for p in projections), theirs.in_proj_weight.chunk(3), strict=True))  # 3 x (C, C)
+    # 3 x (C, C)
+    pairs = list(
+        zip(
+            (p.weight for p in projections), theirs.in_proj_weight.chunk(3), strict=True
+        )
+    )
     if theirs.in_proj_bias is not None:
-        pairs += zip((p.bias for p in projections), theirs.in_proj_bias.chunk(3), strict=True)
+        pairs += zip(
+            (p.bias for p in projections), theirs.in_proj_bias.chunk(3), strict=True
+        )
     return pairs + _module_pairs(ours.out_proj, theirs.out_proj)
 
 
@@ -35,21 +50,30 @@ def _module_pairs(ours: nn.Module, theirs: nn.Module):
     """Same-named parameters of two modules of one kind (Linear, LayerNorm)."""
     mine, yours = dict(ours.named_parameters()), dict(theirs.named_parameters())
     if mine.keys() != yours.keys():
-        raise ValueError(f"parameters differ: ours {sorted(mine)}, theirs {sorted(yours)}")
+        raise ValueError(
+            f"parameters differ: ours {sorted(mine)}, theirs {sorted(yours)}"
+        )
     return [(mine[name], yours[name]) for name in mine]
 
 
 def _block_pairs(ours, theirs):
-    """An encoder block (TransformerBlock) or decoder block (transformer.DecoderBlock) against torch's layer."""
+    """An encoder block (TransformerBlock) or decoder block (transformer.DecoderBlock)
+    against torch's layer."""
     if theirs.norm_first != ours.norm_first:
-        raise ValueError(f"norm_first differs: theirs {theirs.norm_first}, ours {ours.norm_first}")
+        raise ValueError(
+            f"norm_first differs: theirs {theirs.norm_first}, ours {ours.norm_first}"
+        )
     if isinstance(ours, TransformerBlock):
         attention = _attention_pairs(ours.attention, theirs.self_attn)
         norms = (ours.attention_norm, ours.feed_forward_norm)
     else:
         attention = _attention_pairs(ours.self_attention, theirs.self_attn)
         attention += _attention_pairs(ours.cross_attention, theirs.multihead_attn)
-        norms = (ours.self_attention_norm, ours.cross_attention_norm, ours.feed_forward_norm)
+        norms = (
+            ours.self_attention_norm,
+            ours.cross_attention_norm,
+            ours.feed_forward_norm,
+        )
     pairs = attention + _module_pairs(ours.feed_forward.up_proj, theirs.linear1)
     pairs += _module_pairs(ours.feed_forward.down_proj, theirs.linear2)
     for index, norm in enumerate(norms, start=1):
@@ -63,46 +87,79 @@ def _copy(pairs, into_ours: bool) -> None:
         (mine.copy_(yours) if into_ours else yours.copy_(mine))
 
 
-def load_torch_multihead_attention(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> MultiHeadAttention:
+def load_torch_multihead_attention(
+    ours: MultiHeadAttention, theirs: nn.MultiheadAttention
+) -> MultiHeadAttention:
     """Copy `theirs` into `ours`."""
     _copy(_attention_pairs(ours, theirs), into_ours=True)
     return ours
 
 
-def load_torch_encoder_layer(ours: TransformerBlock, theirs: nn.TransformerEncoderLayer) -> TransformerBlock:
-    """Copy a `torch.nn.TransformerEncoderLayer` into our block (same norm_first, activation and sizes)."""
+def load_torch_encoder_layer(
+    ours: TransformerBlock, theirs: nn.TransformerEncoderLayer
+) -> TransformerBlock:
+    """Copy a `torch.nn.TransformerEncoderLayer` into our block (same norm_first,
+    activation and sizes)."""
     _copy(_block_pairs(ours, theirs), into_ours=True)
     return ours
 
 
 def _transformer_pairs(ours, theirs: nn.Transformer):
     encoder, decoder = theirs.encoder, theirs.decoder
-    if (len(encoder.layers), len(decoder.layers)) != (len(ours.encoder_layers), len(ours.decoder_layers)):
-        raise ValueError(f"layer counts differ: theirs {len(encoder.layers)} + {len(decoder.layers)}, ours "
-                         f"{len(ours.encoder_layers)} + {len(ours.decoder_layers)}")
-    pairs = [pair for mine, yours in zip(ours.encoder_layers, encoder.layers, strict=True)
-             for pair in _block_pairs(mine, yours)]
-    pairs += [pair for mine, yours in zip(ours.decoder_layers, decoder.layers, strict=True)
-              for pair in _block_pairs(mine, yours)]
-    for mine, yours in ((ours.encoder_norm, encoder.norm), (ours.decoder_norm, decoder.norm)):
+    if (len(encoder.layers), len(decoder.layers)) != (
+        len(ours.encoder_layers),
+        len(ours.decoder_layers),
+    ):
+        raise ValueError(
+            f"layer counts differ: theirs {len(encoder.layers)} + "
+            f"{len(decoder.layers)}, ours {len(ours.encoder_layers)} + "
+            f"{len(ours.decoder_layers)}"
+        )
+    pairs = [
+        pair
+        for mine, yours in zip(ours.encoder_layers, encoder.layers, strict=True)
+        for pair in _block_pairs(mine, yours)
+    ]
+    pairs += [
+        pair
+        for mine, yours in zip(ours.decoder_layers, decoder.layers, strict=True)
+        for pair in _block_pairs(mine, yours)
+    ]
+    for mine, yours in (
+        (ours.encoder_norm, encoder.norm),
+        (ours.decoder_norm, decoder.norm),
+    ):
         if (mine is None) != (yours is None):
-            raise ValueError("final norms differ: a post-LN model has none (torch.nn.Transformer always builds "
-                             "them; to_torch_transformer removes them)")
+            raise ValueError(
+                "final norms differ: a post-LN model has none (torch.nn.Transformer "
+                "always builds them; to_torch_transformer removes them)"
+            )
         if mine is not None:
             pairs += _module_pairs(mine, yours)
     return pairs
 
 
 def to_torch_transformer(ours) -> nn.Transformer:
-    """A ``torch.nn.Transformer`` (batch_first) computing what our EncoderDecoder's encoder and decoder stacks
-    compute, with our weights. Embeddings, positions and the output layer are not part of torch's module: feed
-    it embedded inputs. For the paper's post-LN, torch's two final LayerNorms are removed (set to None)."""
+    """A ``torch.nn.Transformer`` (batch_first) computing what our EncoderDecoder's
+    encoder and decoder stacks compute, with our weights. Embeddings, positions and the
+    output layer are not part of torch's module: feed it embedded inputs. For the
+    paper's post-LN, torch's two final LayerNorms are removed (set to None)."""
     config = ours.config
-    with warnings.catch_warnings():  # torch notes that pre-LN layers skip its nested-tensor fast path: no matter
+    # torch notes that pre-LN layers skip its nested-tensor fast path: no matter
+    with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="enable_nested_tensor")
-        theirs = nn.Transformer(config.d_model, config.n_heads, config.n_encoder_layers, config.n_decoder_layers,
-                                config.d_ff, config.dropout, activation=config.activation,
-                                layer_norm_eps=config.layer_norm_eps, batch_first=True, norm_first=config.norm_first)
+        theirs = nn.Transformer(
+            config.d_model,
+            config.n_heads,
+            config.n_encoder_layers,
+            config.n_decoder_layers,
+            config.d_ff,
+            config.dropout,
+            activation=config.activation,
+            layer_norm_eps=config.layer_norm_eps,
+            batch_first=True,
+            norm_first=config.norm_first,
+        )
     if not config.norm_first:
         theirs.encoder.norm = theirs.decoder.norm = None
     _copy(_transformer_pairs(ours, theirs), into_ours=False)
@@ -110,14 +167,16 @@ def to_torch_transformer(ours) -> nn.Transformer:
 
 
 def load_torch_transformer(ours, theirs: nn.Transformer):
-    """Copy a ``torch.nn.Transformer``'s encoder and decoder stacks into our EncoderDecoder (same sizes)."""
+    """Copy a ``torch.nn.Transformer``'s encoder and decoder stacks into our
+    EncoderDecoder (same sizes)."""
     _copy(_transformer_pairs(ours, theirs), into_ours=True)
     return ours
 
 
-# BERT <-> Hugging Face: one table, our module path -> HF's, with "{i}" for a layer index; each tensor (weight, bias)
-# follows its module. Both directions name every tensor of ours through it. Both sides write the body without the
-# "bert." prefix that BertForPreTraining and BertForSequenceClassification add on both sides.
+# BERT <-> Hugging Face: one table, our module path -> HF's, with "{i}" for a layer
+# index; each tensor (weight, bias) follows its module. Both directions name every
+# tensor of ours through it. Both sides write the body without the "bert." prefix that
+# BertForPreTraining and BertForSequenceClassification add on both sides.
 BERT_KEYS = (
     ("embeddings.token_embedding", "embeddings.word_embeddings"),
     ("embeddings.segment_embedding", "embeddings.token_type_embeddings"),
@@ -138,7 +197,8 @@ BERT_KEYS = (
     ("nsp_head", "cls.seq_relationship"),
     ("classifier", "classifier"),
 )
-# HF checkpoints hold tied tensors under two names; a saved file may keep only one of them (the second here).
+# HF checkpoints hold tied tensors under two names; a saved file may keep only one of
+# them (the second here).
 BERT_HF_TIED = (
     ("cls.predictions.decoder.weight", "embeddings.word_embeddings.weight"),
     ("cls.predictions.decoder.bias", "cls.predictions.bias"),
@@ -148,7 +208,8 @@ BERT_HF_IGNORED = ("embeddings.position_ids", "embeddings.token_type_ids")
 
 
 def _key_pattern(template: str) -> re.Pattern:
-    """"layers.{i}.attention_norm" -> a regex matching "layers.3.attention_norm.weight", capturing 3 and ".weight"."""
+    """ "layers.{i}.attention_norm" -> a regex matching
+    "layers.3.attention_norm.weight", capturing 3 and ".weight"."""
     return re.compile(r"(\d+)".join(map(re.escape, template.split("{i}"))) + r"(\..+)$")
 
 
@@ -156,40 +217,50 @@ _BERT_KEY_PATTERNS = [(_key_pattern(ours), theirs) for ours, theirs in BERT_KEYS
 
 
 def _hf_bert_key(key: str) -> str:
-    """HF's name for one of our state-dict keys: "bert.layers.3.attention_norm.weight" ->
-    "bert.encoder.layer.3.attention.output.LayerNorm.weight"."""
+    """HF's name for one of our state-dict keys: "bert.layers.3.attention_norm.weight"
+    -> "bert.encoder.layer.3.attention.output.LayerNorm.weight"."""
     body = key.startswith("bert.")
     for pattern, theirs in _BERT_KEY_PATTERNS:
         match = pattern.match(key.removeprefix("bert."))
         if match:
             *layer, rest = match.groups()
-            return ("bert." if body else "") + theirs.format(i=layer[0] if layer else None) + rest
+            return (
+                ("bert." if body else "")
+                + theirs.format(i=layer[0] if layer else None)
+                + rest
+            )
     raise KeyError(f"BERT_KEYS has no HF name for {key!r}")
 
 
 @torch.no_grad()
 def load_hf_bert(ours, hf_state_dict: dict, strict: bool = True):
-    """Copy a HF BertModel / BertForPreTraining / BertForSequenceClassification state dict into our model of the same
-    kind, and return ours. HF keys may carry the "bert." prefix or not. ``strict=False`` skips missing and unexpected
-    keys (e.g. MiniLM, a bare BertModel, into our BertForPreTraining, whose heads then stay as initialised).
+    """Copy a HF BertModel / BertForPreTraining / BertForSequenceClassification state
+    dict into our model of the same kind, and return ours. HF keys may carry the "bert."
+    prefix or not. ``strict=False`` skips missing and unexpected keys (e.g. MiniLM, a
+    bare BertModel, into our BertForPreTraining, whose heads then stay as initialised).
 
     >>> from minformers.bert import BertConfig, BertModel
     >>> model = BertModel(BertConfig.tiny(vocab_size=50))
     >>> copy = load_hf_bert(BertModel(model.config), hf_bert_state_dict(model))
     >>> torch.equal(copy.pooler.weight, model.pooler.weight)
     True
-    >>> load_hf_bert(model, {"pooler.dense.weight": model.pooler.weight})  # doctest: +ELLIPSIS
+    >>> load_hf_bert(model, {"pooler.dense.weight": model.pooler.weight})
     Traceback (most recent call last):
     ValueError: the HF state dict does not fit BertModel: missing ['embeddings.LayerNorm.bias', ...]; unexpected []
     """
     theirs = {key.removeprefix("bert."): value for key, value in hf_state_dict.items()}
     theirs = {key: value for key, value in theirs.items() if key not in BERT_HF_IGNORED}
-    wanted = {key: _hf_bert_key(key).removeprefix("bert.") for key in ours.state_dict()}  # ours -> HF
+    # ours -> HF
+    wanted = {key: _hf_bert_key(key).removeprefix("bert.") for key in ours.state_dict()}
     tied_aliases = set()
     for name, alias in BERT_HF_TIED:
         if name not in wanted.values():
             continue
-        if name in theirs and alias in theirs and not torch.equal(theirs[name], theirs[alias]):
+        if (
+            name in theirs
+            and alias in theirs
+            and not torch.equal(theirs[name], theirs[alias])
+        ):
             raise ValueError(f"{name} and {alias} differ, but our model ties them")
         tied_aliases.add(alias)
         if alias in theirs:
@@ -198,40 +269,54 @@ def load_hf_bert(ours, hf_state_dict: dict, strict: bool = True):
     unexpected = sorted(set(theirs) - set(wanted.values()) - tied_aliases)
     if strict and (missing or unexpected):
         raise ValueError(
-            f"the HF state dict does not fit {type(ours).__name__}: missing {missing}; unexpected {unexpected}"
+            f"the HF state dict does not fit {type(ours).__name__}: missing {missing}; "
+            f"unexpected {unexpected}"
         )
     state = {key: theirs[hf_key] for key, hf_key in wanted.items() if hf_key in theirs}
     own = ours.state_dict()
     for key, value in state.items():
         if value.shape != own[key].shape:
-            raise ValueError(f"{wanted[key]} has shape {tuple(value.shape)}, but our {key} has {tuple(own[key].shape)}")
-    ours.load_state_dict(state, strict=False)  # the checks above are stricter and name HF's keys
+            raise ValueError(
+                f"{wanted[key]} has shape {tuple(value.shape)}, but our {key} has "
+                f"{tuple(own[key].shape)}"
+            )
+    # the checks above are stricter and name HF's keys
+    ours.load_state_dict(state, strict=False)
     return ours
 
 
 def hf_bert_state_dict(ours) -> dict:
-    """Our BertModel / BertForPreTraining / BertForSequenceClassification as the state dict of HF's class of the same
-    name, loadable with ``load_state_dict(..., strict=True)``. Like ``state_dict()``, the tensors share our storage."""
+    """Our BertModel / BertForPreTraining / BertForSequenceClassification as the state
+    dict of HF's class of the same name, loadable with ``load_state_dict(...,
+    strict=True)``. Like ``state_dict()``, the tensors share our storage."""
     state = {_hf_bert_key(key): value for key, value in ours.state_dict().items()}
-    if "cls.predictions.decoder.bias" in state:  # HF's MLM head holds its bias under two names
+    # HF's MLM head holds its bias under two names
+    if "cls.predictions.decoder.bias" in state:
         state["cls.predictions.bias"] = state["cls.predictions.decoder.bias"]
     return state
 
 
-# ELECTRA: HF's ElectraModel is BERT's encoder under "electra.", without a pooler, with the factorized embedding's
-# Linear as "embeddings_project"; the heads are named per model.
+# ELECTRA: HF's ElectraModel is BERT's encoder under "electra.", without a pooler, with
+# the factorized embedding's Linear as "embeddings_project"; the heads are named per
+# model.
 ELECTRA_HEADS = {
-    "discriminator": (("dense", "discriminator_predictions.dense"),
-                      ("prediction", "discriminator_predictions.dense_prediction")),
-    "generator": (("mlm_head.dense", "generator_predictions.dense"),
-                  ("mlm_head.norm", "generator_predictions.LayerNorm"), ("mlm_head.decoder", "generator_lm_head")),
+    "discriminator": (
+        ("dense", "discriminator_predictions.dense"),
+        ("prediction", "discriminator_predictions.dense_prediction"),
+    ),
+    "generator": (
+        ("mlm_head.dense", "generator_predictions.dense"),
+        ("mlm_head.norm", "generator_predictions.LayerNorm"),
+        ("mlm_head.decoder", "generator_lm_head"),
+    ),
 }
 
 
 def hf_electra_state_dict(ours, part: str) -> dict:
-    """An ``electra.Electra``'s ``part`` ("discriminator" or "generator") as the state dict of HF's
-    ``ElectraForPreTraining`` or ``ElectraForMaskedLM``, loadable with ``strict=True``. The generator's embeddings are
-    the discriminator's (shared), so both dicts hold the same embedding tensors."""
+    """An ``electra.Electra``'s ``part`` ("discriminator" or "generator") as the state
+    dict of HF's ``ElectraForPreTraining`` or ``ElectraForMaskedLM``, loadable with
+    ``strict=True``. The generator's embeddings are the discriminator's (shared), so
+    both dicts hold the same embedding tensors."""
     if part not in ELECTRA_HEADS:
         raise ValueError(f"part must be one of {sorted(ELECTRA_HEADS)}, got {part!r}")
     model = getattr(ours, part)
@@ -239,37 +324,58 @@ def hf_electra_state_dict(ours, part: str) -> dict:
     for key, value in model.bert.state_dict().items():
         if key.startswith("pooler."):
             continue  # ELECTRA has no pooler: its heads read every token
-        name = key.replace("embeddings.projection", "embeddings_project") if "projection" in key else _hf_bert_key(key)
+        name = (
+            key.replace("embeddings.projection", "embeddings_project")
+            if "projection" in key
+            else _hf_bert_key(key)
+        )
         state[f"electra.{name}"] = value
     for mine, theirs in ELECTRA_HEADS[part]:
         for tensor in ("weight", "bias"):
-            state[f"{theirs}.{tensor}"] = model.get_submodule(mine).get_parameter(tensor)
+            state[f"{theirs}.{tensor}"] = model.get_submodule(mine).get_parameter(
+                tensor
+            )
     return {key: value.detach() for key, value in state.items()}
 
 
-# GPT-2: HF keeps GPT-2's original Conv1D layers, whose weights are stored (in, out), the transpose of nn.Linear's,
-# and one c_attn matrix holding q, k and v side by side.
+# GPT-2: HF keeps GPT-2's original Conv1D layers, whose weights are stored (in, out),
+# the transpose of nn.Linear's, and one c_attn matrix holding q, k and v side by side.
 def hf_gpt2_state_dict(ours) -> dict:
-    """Our pre-LN ``GPT`` as the state dict of HF's ``GPT2LMHeadModel`` (lm_head tied to wte, as HF ties it).
+    """Our pre-LN ``GPT`` as the state dict of HF's ``GPT2LMHeadModel`` (lm_head tied to
+    wte, as HF ties it).
 
     >>> from minformers.gpt import GPT, GPTConfig
     >>> model = GPT(GPTConfig.tiny(vocab_size=50))
     >>> copy = load_hf_gpt2(GPT(model.config), hf_gpt2_state_dict(model))
-    >>> torch.equal(copy.layers[0].attention.k_proj.weight, model.layers[0].attention.k_proj.weight)
+    >>> torch.equal(
+    ...     copy.layers[0].attention.k_proj.weight,
+    ...     model.layers[0].attention.k_proj.weight,
+    ... )
     True
     """
     if ours.final_norm is None:
-        raise ValueError("HF's GPT2 is pre-LN with a final LayerNorm; a post-LN GPT (GPT-1 style) has no equivalent")
-    state = {"transformer.wte.weight": ours.token_embedding.weight,
-             "transformer.wpe.weight": ours.position_embedding.embedding.weight,
-             "transformer.ln_f.weight": ours.final_norm.weight, "transformer.ln_f.bias": ours.final_norm.bias,
-             "lm_head.weight": ours.token_embedding.weight}
+        raise ValueError(
+            "HF's GPT2 is pre-LN with a final LayerNorm; a post-LN GPT (GPT-1 style) "
+            "has no equivalent"
+        )
+    state = {
+        "transformer.wte.weight": ours.token_embedding.weight,
+        "transformer.wpe.weight": ours.position_embedding.embedding.weight,
+        "transformer.ln_f.weight": ours.final_norm.weight,
+        "transformer.ln_f.bias": ours.final_norm.bias,
+        "lm_head.weight": ours.token_embedding.weight,
+    }
     for index, layer in enumerate(ours.layers):
-        attention, feed_forward, prefix = layer.attention, layer.feed_forward, f"transformer.h.{index}."
+        attention, feed_forward, prefix = (
+            layer.attention,
+            layer.feed_forward,
+            f"transformer.h.{index}.",
+        )
         projections = (attention.q_proj, attention.k_proj, attention.v_proj)
+        # (C, 3C)
         state |= {
             prefix + "ln_1.weight": layer.attention_norm.weight, prefix + "ln_1.bias": layer.attention_norm.bias,
-            prefix + "attn.c_attn.weight": torch.cat([p.weight for p in projections]).T,  # (C, 3C)
+            prefix + "attn.c_attn.weight": torch.cat([p.weight for p in projections]).T,
             prefix + "attn.c_attn.bias": torch.cat([p.bias for p in projections]),
             prefix + "attn.c_proj.weight": attention.out_proj.weight.T,
             prefix + "attn.c_proj.bias": attention.out_proj.bias,
@@ -284,44 +390,80 @@ def hf_gpt2_state_dict(ours) -> dict:
 
 @torch.no_grad()
 def load_hf_gpt2(ours, hf_state_dict: dict):
-    """Copy a HF ``GPT2LMHeadModel`` (or ``GPT2Model``: keys without "transformer.") state dict into our ``GPT``."""
-    theirs = {key if key.startswith(("transformer.", "lm_head.")) else f"transformer.{key}": value
-              for key, value in hf_state_dict.items() if not key.endswith((".attn.bias", ".attn.masked_bias"))}
+    """Copy a HF ``GPT2LMHeadModel`` (or ``GPT2Model``: keys without "transformer.")
+    state dict into our ``GPT``."""
+    theirs = {
+        key
+        if key.startswith(("transformer.", "lm_head."))
+        else f"transformer.{key}": value
+        for key, value in hf_state_dict.items()
+        if not key.endswith((".attn.bias", ".attn.masked_bias"))
+    }
     expected = hf_gpt2_state_dict(ours)  # the same keys and shapes, in HF's layout
-    if "lm_head.weight" in theirs and not torch.equal(theirs["lm_head.weight"], theirs["transformer.wte.weight"]):
-        raise ValueError("lm_head.weight differs from transformer.wte.weight, but our GPT ties them")
+    if "lm_head.weight" in theirs and not torch.equal(
+        theirs["lm_head.weight"], theirs["transformer.wte.weight"]
+    ):
+        raise ValueError(
+            "lm_head.weight differs from transformer.wte.weight, but our GPT ties them"
+        )
     theirs.setdefault("lm_head.weight", theirs.get("transformer.wte.weight"))
-    missing, unexpected = sorted(set(expected) - set(theirs)), sorted(set(theirs) - set(expected))
+    missing, unexpected = (
+        sorted(set(expected) - set(theirs)),
+        sorted(set(theirs) - set(expected)),
+    )
     if missing or unexpected:
-        raise ValueError(f"the HF state dict does not fit this GPT: missing {missing[:5]}; unexpected {unexpected[:5]}")
+        raise ValueError(
+            f"the HF state dict does not fit this GPT: missing {missing[:5]}; "
+            f"unexpected {unexpected[:5]}"
+        )
     for key, value in expected.items():
         if theirs[key].shape != value.shape:
-            raise ValueError(f"{key} has shape {tuple(theirs[key].shape)}, expected {tuple(value.shape)}")
+            raise ValueError(
+                f"{key} has shape {tuple(theirs[key].shape)}, expected "
+                f"{tuple(value.shape)}"
+            )
     d_model = ours.config.d_model
     ours.token_embedding.weight.copy_(theirs["transformer.wte.weight"])
     ours.position_embedding.embedding.weight.copy_(theirs["transformer.wpe.weight"])
     ours.final_norm.weight.copy_(theirs["transformer.ln_f.weight"])
     ours.final_norm.bias.copy_(theirs["transformer.ln_f.bias"])
     for index, layer in enumerate(ours.layers):
-        attention, feed_forward, prefix = layer.attention, layer.feed_forward, f"transformer.h.{index}."
-        qkv_weight = theirs[prefix + "attn.c_attn.weight"].T.split(d_model)  # (3C, C) -> three (C, C)
+        attention, feed_forward, prefix = (
+            layer.attention,
+            layer.feed_forward,
+            f"transformer.h.{index}.",
+        )
+        # (3C, C) -> three (C, C)
+        qkv_weight = theirs[prefix + "attn.c_attn.weight"].T.split(d_model)
         qkv_bias = theirs[prefix + "attn.c_attn.bias"].split(d_model)
-        for projection, weight, bias in zip((attention.q_proj, attention.k_proj, attention.v_proj), qkv_weight,
-                                            qkv_bias, strict=True):
+        for projection, weight, bias in zip(
+            (attention.q_proj, attention.k_proj, attention.v_proj),
+            qkv_weight,
+            qkv_bias,
+            strict=True,
+        ):
             projection.weight.copy_(weight)
             projection.bias.copy_(bias)
-        pairs = [(attention.out_proj, "attn.c_proj"), (feed_forward.up_proj, "mlp.c_fc"),
-                 (feed_forward.down_proj, "mlp.c_proj")]
+        pairs = [
+            (attention.out_proj, "attn.c_proj"),
+            (feed_forward.up_proj, "mlp.c_fc"),
+            (feed_forward.down_proj, "mlp.c_proj"),
+        ]
         for linear, name in pairs:
-            linear.weight.copy_(theirs[f"{prefix}{name}.weight"].T)  # Conv1D (in, out) -> Linear (out, in)
+            # Conv1D (in, out) -> Linear (out, in)
+            linear.weight.copy_(theirs[f"{prefix}{name}.weight"].T)
             linear.bias.copy_(theirs[f"{prefix}{name}.bias"])
-        for norm, name in [(layer.attention_norm, "ln_1"), (layer.feed_forward_norm, "ln_2")]:
+        for norm, name in [
+            (layer.attention_norm, "ln_1"),
+            (layer.feed_forward_norm, "ln_2"),
+        ]:
             norm.weight.copy_(theirs[f"{prefix}{name}.weight"])
             norm.bias.copy_(theirs[f"{prefix}{name}.bias"])
     return ours
 
 
-# Llama <-> Hugging Face LlamaForCausalLM, in the same form as BERT_KEYS: our module path -> HF's.
+# Llama <-> Hugging Face LlamaForCausalLM, in the same form as BERT_KEYS: our module
+# path -> HF's.
 LLAMA_KEYS = (
     ("token_embedding", "model.embed_tokens"),
     ("layers.{i}.attention_norm", "model.layers.{i}.input_layernorm"),
@@ -340,7 +482,8 @@ _LLAMA_KEY_PATTERNS = [(_key_pattern(ours), theirs) for ours, theirs in LLAMA_KE
 
 
 def _hf_llama_key(key: str) -> str:
-    """"layers.3.attention.out_proj.weight" -> "model.layers.3.self_attn.o_proj.weight"."""
+    """ "layers.3.attention.out_proj.weight" ->
+    "model.layers.3.self_attn.o_proj.weight"."""
     for pattern, theirs in _LLAMA_KEY_PATTERNS:
         match = pattern.match(key)
         if match:
@@ -351,30 +494,50 @@ def _hf_llama_key(key: str) -> str:
 
 @torch.no_grad()
 def load_hf_llama(ours, hf_state_dict: dict):
-    """Copy the state dict of a HF ``LlamaForCausalLM`` into our ``LlamaForCausalLM`` of the same sizes; return ours.
+    """Copy the state dict of a HF ``LlamaForCausalLM`` into our ``LlamaForCausalLM`` of
+    the same sizes; return ours.
 
-    With tied embeddings the file may omit "lm_head.weight" (HF saves tied tensors once); if it is there, it must equal
-    the embedding. RoPE frequencies that old checkpoints stored ("rotary_emb.inv_freq") are skipped: we compute them.
+    With tied embeddings the file may omit "lm_head.weight" (HF saves tied tensors
+    once); if it is there, it must equal the embedding. RoPE frequencies that old
+    checkpoints stored ("rotary_emb.inv_freq") are skipped: we compute them.
 
     >>> from minformers.llama import LlamaConfig, LlamaForCausalLM
     >>> model = LlamaForCausalLM(LlamaConfig.tiny(vocab_size=50))
     >>> copy = load_hf_llama(LlamaForCausalLM(model.config), hf_llama_state_dict(model))
-    >>> torch.equal(copy.layers[1].attention.k_proj.weight, model.layers[1].attention.k_proj.weight)
+    >>> torch.equal(
+    ...     copy.layers[1].attention.k_proj.weight,
+    ...     model.layers[1].attention.k_proj.weight,
+    ... )
     True
     """
-    theirs = {key: value for key, value in hf_state_dict.items() if not key.endswith("rotary_emb.inv_freq")}
+    theirs = {
+        key: value
+        for key, value in hf_state_dict.items()
+        if not key.endswith("rotary_emb.inv_freq")
+    }
     wanted = {key: _hf_llama_key(key) for key in ours.state_dict()}  # ours -> HF
     if ours.config.tie_embeddings:
         embedding = theirs.get("model.embed_tokens.weight")
         head = theirs.setdefault("lm_head.weight", embedding)
-        if head is not None and embedding is not None and not torch.equal(head, embedding):
-            raise ValueError("lm_head.weight and model.embed_tokens.weight differ, but our model ties them")
+        if (
+            head is not None
+            and embedding is not None
+            and not torch.equal(head, embedding)
+        ):
+            raise ValueError(
+                "lm_head.weight and model.embed_tokens.weight differ, but our model "
+                "ties them"
+            )
     missing = sorted(key for key in wanted.values() if theirs.get(key) is None)
     unexpected = sorted(set(theirs) - set(wanted.values()))
     if missing or unexpected:
-        raise ValueError(f"the HF state dict does not fit our Llama: missing {missing}; unexpected {unexpected}")
+        raise ValueError(
+            f"the HF state dict does not fit our Llama: missing {missing}; unexpected "
+            f"{unexpected}"
+        )
     own = ours.state_dict()
-    for key, hf_key in wanted.items():  # every shape first, so a refused dict leaves our model untouched
+    # every shape first, so a refused dict leaves our model untouched
+    for key, hf_key in wanted.items():
         if theirs[hf_key].shape != own[key].shape:
             shapes = f"{tuple(theirs[hf_key].shape)}, but our {key} has {tuple(own[key].shape)}"
             raise ValueError(f"{hf_key} has shape {shapes}")
@@ -384,12 +547,14 @@ def load_hf_llama(ours, hf_state_dict: dict):
 
 
 def hf_llama_state_dict(ours) -> dict:
-    """Our ``LlamaForCausalLM`` as the state dict of HF's, loadable with ``load_state_dict(..., strict=True)``. Like
-    ``state_dict()``, the tensors share our storage (and a tied head appears under both names, as in HF's)."""
+    """Our ``LlamaForCausalLM`` as the state dict of HF's, loadable with
+    ``load_state_dict(..., strict=True)``. Like ``state_dict()``, the tensors share our
+    storage (and a tied head appears under both names, as in HF's)."""
     return {_hf_llama_key(key): value for key, value in ours.state_dict().items()}
 
 
-# llama.cpp's GGUF files name a Llama's tensors the same way whatever model it is: our module path -> GGUF's.
+# llama.cpp's GGUF files name a Llama's tensors the same way whatever model it is: our
+# module path -> GGUF's.
 GGUF_LLAMA_KEYS = (
     ("token_embedding", "token_embd"),
     ("layers.{i}.attention_norm", "blk.{i}.attn_norm"),
@@ -408,7 +573,8 @@ _GGUF_KEY_PATTERNS = [(_key_pattern(theirs), ours) for ours, theirs in GGUF_LLAM
 
 
 def _our_gguf_key(name: str) -> str | None:
-    """"blk.3.attn_output.weight" -> "layers.3.attention.out_proj.weight"; None for a name GGUF_LLAMA_KEYS lacks."""
+    """ "blk.3.attn_output.weight" -> "layers.3.attention.out_proj.weight"; None for a
+    name GGUF_LLAMA_KEYS lacks."""
     for pattern, ours in _GGUF_KEY_PATTERNS:
         match = pattern.match(name)
         if match:
@@ -418,28 +584,40 @@ def _our_gguf_key(name: str) -> str | None:
 
 
 def unpermute_gguf_rope_rows(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """Undo llama.cpp's reordering of a q_proj or k_proj weight (H * D, C), ``n_heads`` heads of D rows each.
+    """Undo llama.cpp's reordering of a q_proj or k_proj weight (H * D, C), ``n_heads``
+    heads of D rows each.
 
-    llama.cpp's RoPE turns neighbouring channels (2i, 2i + 1) together, ours and HF's turn (i, i + D/2). So its
-    converter interleaves the two halves of each head: GGUF row 2i + j of a head is our row j * D/2 + i. Undoing that
-    gives the same attention scores, since q and k are reordered alike and a dot product ignores the channels' order.
+    llama.cpp's RoPE turns neighbouring channels (2i, 2i + 1) together, ours and HF's
+    turn (i, i + D/2). So its converter interleaves the two halves of each head: GGUF
+    row 2i + j of a head is our row j * D/2 + i. Undoing that gives the same attention
+    scores, since q and k are reordered alike and a dot product ignores the channels'
+    order.
 
-    >>> unpermute_gguf_rope_rows(torch.tensor([[0], [4], [1], [5], [2], [6], [3], [7]]), n_heads=1).flatten()
+    >>> unpermute_gguf_rope_rows(
+    ...     torch.tensor([[0], [4], [1], [5], [2], [6], [3], [7]]), n_heads=1
+    ... ).flatten()
     tensor([0, 1, 2, 3, 4, 5, 6, 7])
     """
     rows, C = weight.shape
     if rows % (2 * n_heads):
-        raise ValueError(f"weight has {rows} rows, not n_heads={n_heads} heads of an even number of rows")
+        raise ValueError(
+            f"weight has {rows} rows, not n_heads={n_heads} heads of an even number of "
+            "rows"
+        )
     D = rows // n_heads
-    per_head = weight.reshape(n_heads, D // 2, 2, C)  # GGUF row 2i + j of head h -> [h, i, j]
-    return per_head.transpose(1, 2).reshape(rows, C)  # (H, D/2, 2, C) -> (H, 2, D/2, C) -> (H * D, C): row j * D/2 + i
+    # GGUF row 2i + j of head h -> [h, i, j]
+    per_head = weight.reshape(n_heads, D // 2, 2, C)
+    # (H, D/2, 2, C) -> (H, 2, D/2, C) -> (H * D, C): row j * D/2 + i
+    return per_head.transpose(1, 2).reshape(rows, C)
 
 
 def load_gguf_llama(path, reader=None):
-    """A ``LlamaForCausalLM`` with the sizes and weights of a llama.cpp GGUF file of architecture "llama". Quantized
-    tensors (Q4_1, Q8_0, ...) are dequantized to float32 by the ``gguf`` package, so the model computes in float32 with
-    the values the 4-bit file encodes. ``reader``: a ``gguf.GGUFReader`` already open on ``path``, so that a caller
-    who also reads the tokenizer parses the file once (parsing its 49k-token vocabulary takes seconds)."""
+    """A ``LlamaForCausalLM`` with the sizes and weights of a llama.cpp GGUF file of
+    architecture "llama". Quantized tensors (Q4_1, Q8_0, ...) are dequantized to float32
+    by the ``gguf`` package, so the model computes in float32 with the values the 4-bit
+    file encodes. ``reader``: a ``gguf.GGUFReader`` already open on ``path``, so that a
+    caller who also reads the tokenizer parses the file once (parsing its 49k-token
+    vocabulary takes seconds)."""
     import gguf  # only here: reading GGUF files is optional
     import numpy as np
 
@@ -454,34 +632,51 @@ def load_gguf_llama(path, reader=None):
     if architecture != "llama":
         raise ValueError(f"{path} holds architecture {architecture!r}, not 'llama'")
     if field("llama.rope.scaling.type", "none") != "none":
-        raise ValueError(f"{path} uses scaled RoPE ({field('llama.rope.scaling.type')!r}), which is not implemented")
+        raise ValueError(
+            f"{path} uses scaled RoPE ({field('llama.rope.scaling.type')!r}), which is "
+            "not implemented"
+        )
     tensors = {tensor.name: tensor for tensor in reader.tensors}
-    vocab_size = field("llama.vocab_size") or len(reader.fields["tokenizer.ggml.tokens"].data)
+    vocab_size = field("llama.vocab_size") or len(
+        reader.fields["tokenizer.ggml.tokens"].data
+    )
+    # no separate head: the embedding matrix serves both
     config = LlamaConfig(
         vocab_size=vocab_size,
         d_model=field("llama.embedding_length"),
         n_layers=field("llama.block_count"),
         n_heads=field("llama.attention.head_count"),
-        n_kv_heads=field("llama.attention.head_count_kv", field("llama.attention.head_count")),
+        n_kv_heads=field(
+            "llama.attention.head_count_kv", field("llama.attention.head_count")
+        ),
         d_ff=field("llama.feed_forward_length"),
         max_len=field("llama.context_length"),
         rope_theta=field("llama.rope.freq_base", 10000.0),
-        # Stored as float32 (1e-5 reads back as 9.99999975e-06): keep the shortest decimal that float32 rounds to it.
-        rms_norm_eps=float(str(np.float32(field("llama.attention.layer_norm_rms_epsilon")))),
-        tie_embeddings="output.weight" not in tensors,  # no separate head: the embedding matrix serves both
+        # Stored as float32 (1e-5 reads back as 9.99999975e-06): keep the shortest
+        # decimal that float32 rounds to it.
+        rms_norm_eps=float(
+            str(np.float32(field("llama.attention.layer_norm_rms_epsilon")))
+        ),
+        tie_embeddings="output.weight" not in tensors,
     )
     if field("llama.rope.dimension_count", config.head_dim) != config.head_dim:
         turned = field("llama.rope.dimension_count")
-        raise ValueError(f"{path}: RoPE turns {turned} channels of each head, not all D={config.head_dim}")
+        raise ValueError(
+            f"{path}: RoPE turns {turned} channels of each head, not all "
+            f"D={config.head_dim}"
+        )
     model = LlamaForCausalLM(config)
     state = {}
     for name, tensor in tensors.items():
         key = _our_gguf_key(name)
         if key is None:
             raise ValueError(f"{path} has a tensor {name!r} that our Llama does not")
-        # GGUF lists dimensions fastest first ([C, V] for the embedding); dequantize returns numpy's (V, C) order.
-        values = gguf.dequantize(tensor.data, tensor.tensor_type)  # float32 tensors come back as read-only views
-        weight = torch.from_numpy(np.require(values, np.float32, requirements=["C", "W"]))
+        # GGUF lists dimensions fastest first ([C, V] for the embedding); dequantize
+        # returns numpy's (V, C) order. float32 tensors come back as read-only views
+        values = gguf.dequantize(tensor.data, tensor.tensor_type)
+        weight = torch.from_numpy(
+            np.require(values, np.float32, requirements=["C", "W"])
+        )
         if key.endswith("attention.q_proj.weight"):
             weight = unpermute_gguf_rope_rows(weight, config.n_heads)
         elif key.endswith("attention.k_proj.weight"):

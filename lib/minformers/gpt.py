@@ -1,14 +1,17 @@
-"""GPT (Radford et al., 2018, 2019): a stack of causal transformer blocks over token + learned position embeddings,
-with the output layer tied to the token embedding.
+"""GPT (Radford et al., 2018, 2019): a stack of causal transformer blocks over token +
+learned position embeddings, with the output layer tied to the token embedding.
 
-    h_0 = U W_e + W_p,   h_l = block(h_{l-1}) with a causal mask,   P(u) = softmax(h_n W_e^T)
+    h_0 = U W_e + W_p,   h_l = block(h_{l-1}) with a causal mask,   P(u) = softmax(h_n
+    W_e^T)
 
-GPT-1 is post-LN (LayerNorm after each residual add, like BERT) with no final norm; GPT-2 moved the LayerNorm to
-the start of each sublayer (pre-LN) and added one after the last block. ``norm_first`` picks between the two.
-Shape legend: B batch, T time, C channels = d_model, V vocab size.
+GPT-1 is post-LN (LayerNorm after each residual add, like BERT) with no final norm;
+GPT-2 moved the LayerNorm to the start of each sublayer (pre-LN) and added one after the
+last block. ``norm_first`` picks between the two. Shape legend: B batch, T time, C
+channels = d_model, V vocab size.
 
     >>> model = GPT(GPTConfig.tiny(vocab_size=100))
-    >>> model(torch.tensor([[5, 17, 42]])).shape  # (B, T) -> (B, T, V): a next-token distribution per position
+    >>> # (B, T) -> (B, T, V): a next-token distribution per position
+    >>> model(torch.tensor([[5, 17, 42]])).shape
     torch.Size([1, 3, 100])
     >>> count_parameters(GPTConfig.gpt2())  # GPT-2 small, the tied output counted once
     124439808
@@ -42,14 +45,16 @@ class GPTConfig:
     ValueError: d_model must be divisible by n_heads, got 100 and 12
     """
 
-    vocab_size: int = 50257  # GPT-2's byte-level BPE: 256 bytes + 50,000 merges + <|endoftext|>
+    # GPT-2's byte-level BPE: 256 bytes + 50,000 merges + <|endoftext|>
+    vocab_size: int = 50257
     d_model: int = 768  # C, the width of every hidden state
     n_layers: int = 12  # transformer blocks
     n_heads: int = 12  # attention heads per block, each d_model / n_heads = 64 wide
     d_ff: int = 3072  # feed-forward hidden width, 4 x d_model
     max_len: int = 1024  # context: learned positions exist only up to here (GPT-1: 512)
     dropout: float = 0.1  # on embeddings, attention weights and each sublayer's output
-    norm_first: bool = True  # pre-LN (GPT-2) with a final LayerNorm; False: post-LN, no final norm (GPT-1)
+    # pre-LN (GPT-2) with a final LayerNorm; False: post-LN, no final norm (GPT-1)
+    norm_first: bool = True
     activation: str = "gelu_tanh"  # GPT-2's tanh approximation of GELU
     layer_norm_eps: float = 1e-5
 
@@ -57,70 +62,128 @@ class GPTConfig:
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_len"):
             check_size(name, getattr(self, name))
         if self.d_model % self.n_heads:
-            raise ValueError(f"d_model must be divisible by n_heads, got {self.d_model} and {self.n_heads}")
+            raise ValueError(
+                f"d_model must be divisible by n_heads, got {self.d_model} and "
+                f"{self.n_heads}"
+            )
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
+            raise ValueError(
+                f"activation must be one of {sorted(ACTIVATIONS)}, got "
+                f"{self.activation!r}"
+            )
         if not self.layer_norm_eps > 0:
             raise ValueError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps}")
 
     @classmethod
     def gpt1(cls, **changes) -> "GPTConfig":
-        """GPT-1 (Radford et al., 2018): 12 layers, 768 wide, 12 heads, context 512, post-LN, a 40,478-token BPE."""
-        sizes = {"vocab_size": 40478, "max_len": 512, "norm_first": False, "activation": "gelu"}
+        """GPT-1 (Radford et al., 2018): 12 layers, 768 wide, 12 heads, context 512,
+        post-LN, a 40,478-token BPE."""
+        sizes = {
+            "vocab_size": 40478,
+            "max_len": 512,
+            "norm_first": False,
+            "activation": "gelu",
+        }
         return cls(**{**sizes, **changes})
 
     @classmethod
     def gpt2(cls, size: str = "small", **changes) -> "GPTConfig":
-        """GPT-2 (Radford et al., 2019): "small" (124 M), "medium" (355 M), "large" (774 M) or "xl" (1.5 B)."""
-        sizes = {"small": (768, 12, 12), "medium": (1024, 24, 16), "large": (1280, 36, 20), "xl": (1600, 48, 25)}
+        """GPT-2 (Radford et al., 2019): "small" (124 M), "medium" (355 M), "large" (774
+        M) or "xl" (1.5 B)."""
+        sizes = {
+            "small": (768, 12, 12),
+            "medium": (1024, 24, 16),
+            "large": (1280, 36, 20),
+            "xl": (1600, 48, 25),
+        }
         if size not in sizes:
             raise ValueError(f"size must be one of {list(sizes)}, got {size!r}")
         d_model, n_layers, n_heads = sizes[size]
-        return cls(**{"d_model": d_model, "n_layers": n_layers, "n_heads": n_heads, "d_ff": 4 * d_model, **changes})
+        return cls(
+            **{
+                "d_model": d_model,
+                "n_layers": n_layers,
+                "n_heads": n_heads,
+                "d_ff": 4 * d_model,
+                **changes,
+            }
+        )
 
     @classmethod
     def tiny(cls, vocab_size: int, **changes) -> "GPTConfig":
-        """4 layers, 128 wide, 4 heads, context 64: nanoGPT's CPU recipe, trainable on one core in a minute."""
-        sizes = {"d_model": 128, "n_layers": 4, "n_heads": 4, "d_ff": 512, "max_len": 64, "dropout": 0.0}
+        """4 layers, 128 wide, 4 heads, context 64: nanoGPT's CPU recipe, trainable on
+        one core in a minute."""
+        sizes = {
+            "d_model": 128,
+            "n_layers": 4,
+            "n_heads": 4,
+            "d_ff": 512,
+            "max_len": 64,
+            "dropout": 0.0,
+        }
         return cls(**{"vocab_size": vocab_size, **sizes, **changes})
 
     def to_hf(self):
-        """The same sizes as a ``transformers.GPT2Config`` (pre-LN only: HF's GPT-2 has no post-LN option)."""
+        """The same sizes as a ``transformers.GPT2Config`` (pre-LN only: HF's GPT-2 has
+        no post-LN option)."""
         import transformers  # only here: importing transformers takes seconds
 
         if not self.norm_first:
-            raise ValueError("HF's GPT2 is pre-LN; a post-LN (GPT-1 style) config has no GPT2Config equivalent")
+            raise ValueError(
+                "HF's GPT2 is pre-LN; a post-LN (GPT-1 style) config has no GPT2Config "
+                "equivalent"
+            )
         values = {theirs: getattr(self, ours) for ours, theirs in _HF_NAMES.items()}
-        end_of_text = self.vocab_size - 1  # GPT-2's <|endoftext|> is its last token (50256)
-        return transformers.GPT2Config(**values, embd_pdrop=self.dropout, attn_pdrop=self.dropout,
-                                       activation_function=_HF_ACTIVATIONS[self.activation],
-                                       bos_token_id=end_of_text, eos_token_id=end_of_text)
+        # GPT-2's <|endoftext|> is its last token (50256)
+        end_of_text = self.vocab_size - 1
+        return transformers.GPT2Config(
+            **values,
+            embd_pdrop=self.dropout,
+            attn_pdrop=self.dropout,
+            activation_function=_HF_ACTIVATIONS[self.activation],
+            bos_token_id=end_of_text,
+            eos_token_id=end_of_text,
+        )
 
     @classmethod
     def from_hf(cls, hf_config) -> "GPTConfig":
-        """From a ``transformers.GPT2Config`` (its three dropouts must agree: we have one)."""
+        """From a ``transformers.GPT2Config`` (its three dropouts must agree: we have
+        one)."""
         hf = hf_config.to_dict()
         if not hf["resid_pdrop"] == hf["embd_pdrop"] == hf["attn_pdrop"]:
-            raise ValueError("resid_pdrop, embd_pdrop and attn_pdrop must be equal: we have one dropout")
-        fields = {ours: hf[theirs] for ours, theirs in _HF_NAMES.items() if hf.get(theirs) is not None}
+            raise ValueError(
+                "resid_pdrop, embd_pdrop and attn_pdrop must be equal: we have one "
+                "dropout"
+            )
+        fields = {
+            ours: hf[theirs]
+            for ours, theirs in _HF_NAMES.items()
+            if hf.get(theirs) is not None
+        }
         fields.setdefault("d_ff", 4 * hf["n_embd"])  # n_inner None means 4 x n_embd
-        activations = {theirs: ours for ours, theirs in _HF_ACTIVATIONS.items()} | {"gelu_pytorch_tanh": "gelu_tanh"}
+        activations = {theirs: ours for ours, theirs in _HF_ACTIVATIONS.items()} | {
+            "gelu_pytorch_tanh": "gelu_tanh"
+        }
         if hf["activation_function"] not in activations:
-            raise ValueError(f"activation_function must be one of {sorted(activations)}")
+            raise ValueError(
+                f"activation_function must be one of {sorted(activations)}"
+            )
         return cls(**fields, activation=activations[hf["activation_function"]])
 
 
 def count_parameters(config: GPTConfig) -> int:
-    """Parameters of ``GPT(config)``, counted on the meta device (nothing allocated); the tied output counts once."""
+    """Parameters of ``GPT(config)``, counted on the meta device (nothing allocated);
+    the tied output counts once."""
     with torch.device("meta"):
         model = GPT(config)
     return sum(parameter.numel() for parameter in model.parameters())
 
 
 def init_gpt_weights(module: nn.Module) -> None:
-    """GPT-2's init: Linear and Embedding weights ~ N(0, 0.02), biases 0; LayerNorm keeps torch's 1 and 0."""
+    """GPT-2's init: Linear and Embedding weights ~ N(0, 0.02), biases 0; LayerNorm
+    keeps torch's 1 and 0."""
     if isinstance(module, nn.Linear | nn.Embedding):
         nn.init.normal_(module.weight, mean=0.0, std=0.02)
     if isinstance(module, nn.Linear) and module.bias is not None:
@@ -128,7 +191,8 @@ def init_gpt_weights(module: nn.Module) -> None:
 
 
 class GPT(nn.Module):
-    """The decoder: embeddings, n_layers causal blocks, (pre-LN: a final LayerNorm), logits through W_e^T."""
+    """The decoder: embeddings, n_layers causal blocks, (pre-LN: a final LayerNorm),
+    logits through W_e^T."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -137,54 +201,95 @@ class GPT(nn.Module):
         self.position_embedding = LearnedPositions(config.max_len, config.d_model)
         self.dropout = nn.Dropout(config.dropout)
         sizes = (config.d_model, config.n_heads, config.d_ff, config.dropout)
-        options = {"norm_first": config.norm_first, "activation": config.activation,
-                   "layer_norm_eps": config.layer_norm_eps}
-        self.layers = nn.ModuleList(TransformerBlock(*sizes, **options) for _ in range(config.n_layers))
-        # Pre-LN leaves the residual stream unnormalised after the last block, so GPT-2 adds one more LayerNorm.
-        self.final_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_first else None
+        options = {
+            "norm_first": config.norm_first,
+            "activation": config.activation,
+            "layer_norm_eps": config.layer_norm_eps,
+        }
+        self.layers = nn.ModuleList(
+            TransformerBlock(*sizes, **options) for _ in range(config.n_layers)
+        )
+        # Pre-LN leaves the residual stream unnormalised after the last block, so GPT-2
+        # adds one more LayerNorm.
+        self.final_norm = (
+            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+            if config.norm_first
+            else None
+        )
         self.apply(init_gpt_weights)
-        # GPT-2 scales the init of each residual branch's last projection by 1/sqrt(2 n_layers): every block adds
-        # two branches to the residual stream, and this keeps its variance from growing with depth.
+        # GPT-2 scales the init of each residual branch's last projection by 1/sqrt(2
+        # n_layers): every block adds two branches to the residual stream, and this
+        # keeps its variance from growing with depth.
         for layer in self.layers:
             for projection in (layer.attention.out_proj, layer.feed_forward.down_proj):
-                nn.init.normal_(projection.weight, mean=0.0, std=0.02 / (2 * config.n_layers) ** 0.5)
+                nn.init.normal_(
+                    projection.weight, mean=0.0, std=0.02 / (2 * config.n_layers) ** 0.5
+                )
 
-    def hidden_states(self, input_ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        """(B, T) ids -> (B, T, C), the last block's output (after the final norm, if any)."""
-        if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.dtype != torch.long:
-            raise TypeError(f"input_ids must be a (B, T) LongTensor, got {getattr(input_ids, 'shape', input_ids)!r}")
+    def hidden_states(
+        self, input_ids: torch.Tensor, cache: KVCache | None = None
+    ) -> torch.Tensor:
+        """(B, T) ids -> (B, T, C), the last block's output (after the final norm, if
+        any)."""
+        if (
+            not isinstance(input_ids, torch.Tensor)
+            or input_ids.dim() != 2
+            or input_ids.dtype != torch.long
+        ):
+            raise TypeError(
+                "input_ids must be a (B, T) LongTensor, got "
+                f"{getattr(input_ids, 'shape', input_ids)!r}"
+            )
         bad = (input_ids < 0) | (input_ids >= self.config.vocab_size)
         if bad.any():
-            raise ValueError(f"input_ids must be in [0, vocab_size={self.config.vocab_size}), got "
-                             f"{input_ids[bad].unique()[:5].tolist()}")
-        offset = 0 if cache is None else cache.length  # tokens already processed: the new ones come after them
+            raise ValueError(
+                f"input_ids must be in [0, vocab_size={self.config.vocab_size}), got "
+                f"{input_ids[bad].unique()[:5].tolist()}"
+            )
+        # tokens already processed: the new ones come after them
+        offset = 0 if cache is None else cache.length
         T = input_ids.shape[1]
         if offset + T > self.config.max_len:
-            raise ValueError(f"{offset} cached + {T} new tokens exceed the context of max_len={self.config.max_len}")
-        x = self.token_embedding(input_ids) + self.position_embedding(T, offset)  # (B, T, C) + (T, C)
+            raise ValueError(
+                f"{offset} cached + {T} new tokens exceed the context of "
+                f"max_len={self.config.max_len}"
+            )
+        # (B, T, C) + (T, C)
+        x = self.token_embedding(input_ids) + self.position_embedding(T, offset)
         x = self.dropout(x)
         for index, layer in enumerate(self.layers):
-            x = layer(x, causal=True, cache=cache, cache_layer=index)  # position offset + i sees keys <= it
+            # position offset + i sees keys <= it
+            x = layer(x, causal=True, cache=cache, cache_layer=index)
         return x if self.final_norm is None else self.final_norm(x)
 
-    def forward(self, input_ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        """(B, T) ids -> (B, T, V) logits; with a cache, only the new tokens are given and scored."""
+    def forward(
+        self, input_ids: torch.Tensor, cache: KVCache | None = None
+    ) -> torch.Tensor:
+        """(B, T) ids -> (B, T, V) logits; with a cache, only the new tokens are given
+        and scored."""
         x = self.hidden_states(input_ids, cache)
-        return x @ self.token_embedding.weight.T  # tied output: (B, T, C) @ (C, V) -> (B, T, V)
+        # tied output: (B, T, C) @ (C, V) -> (B, T, V)
+        return x @ self.token_embedding.weight.T
 
 
 def language_model_loss(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
-    """L1 of GPT-1, as a mean: the cross-entropy of each position's prediction of the next token, (B, T, V) and
-    (B, T) -> scalar. Position t predicts token t + 1, so the last position has no target.
+    """L1 of GPT-1, as a mean: the cross-entropy of each position's prediction of the
+    next token, (B, T, V) and (B, T) -> scalar. Position t predicts token t + 1, so the
+    last position has no target.
 
     >>> logits = torch.zeros(1, 3, 5)  # a uniform guess over 5 tokens
     >>> round(language_model_loss(logits, torch.tensor([[1, 2, 3]])).item(), 4)  # ln 5
     1.6094
     """
     if logits.dim() != 3 or logits.shape[:2] != input_ids.shape:
-        raise ValueError(f"logits must be (B, T, V) for input_ids (B, T), got {tuple(logits.shape)} and "
-                         f"{tuple(input_ids.shape)}")
-    if input_ids.shape[1] < 2:  # one token has no next token to predict: the mean over no targets would be NaN
-        raise ValueError(f"language_model_loss needs at least 2 tokens per row, got input_ids of shape "
-                         f"{tuple(input_ids.shape)}")
+        raise ValueError(
+            f"logits must be (B, T, V) for input_ids (B, T), got {tuple(logits.shape)} "
+            f"and {tuple(input_ids.shape)}"
+        )
+    # one token has no next token to predict: the mean over no targets would be NaN
+    if input_ids.shape[1] < 2:
+        raise ValueError(
+            "language_model_loss needs at least 2 tokens per row, got input_ids of "
+            f"shape {tuple(input_ids.shape)}"
+        )
     return F.cross_entropy(logits[:, :-1].flatten(0, 1), input_ids[:, 1:].flatten())

@@ -1,11 +1,15 @@
-"""Training memory on one device and across ranks: what autograd keeps for backward, what activation checkpointing
-keeps of it, and what each ZeRO stage leaves on each rank.
+"""Training memory on one device and across ranks: what autograd keeps for backward,
+what activation checkpointing keeps of it, and what each ZeRO stage leaves on each rank.
 
     >>> from minformers.gpt import GPT, GPTConfig, language_model_loss
     >>> _ = torch.manual_seed(0)
     >>> model, ids = GPT(GPTConfig.tiny(vocab_size=10)), torch.randint(0, 10, (2, 16))
-    >>> whole = saved_activation_bytes(model, lambda: language_model_loss(model(ids), ids))
-    >>> kept = saved_activation_bytes(model, lambda: language_model_loss(checkpoint_layers(model)(ids), ids))
+    >>> whole = saved_activation_bytes(
+    ...     model, lambda: language_model_loss(model(ids), ids)
+    ... )
+    >>> kept = saved_activation_bytes(
+    ...     model, lambda: language_model_loss(checkpoint_layers(model)(ids), ids)
+    ... )
     >>> kept < whole / 2
     True
 """
@@ -20,10 +24,15 @@ from torch.utils.checkpoint import checkpoint
 from minformers.validation import check_size
 
 
-def saved_activation_bytes(model: nn.Module, loss_of: Callable[[], torch.Tensor]) -> int:
-    """Bytes of the tensors autograd saves for the backward pass while ``loss_of()`` runs its forward pass, each
-    storage counted once, the model's own parameters left out (they are kept anyway): the activation memory."""
-    parameters = {parameter.untyped_storage().data_ptr() for parameter in model.parameters()}
+def saved_activation_bytes(
+    model: nn.Module, loss_of: Callable[[], torch.Tensor]
+) -> int:
+    """Bytes of the tensors autograd saves for the backward pass while ``loss_of()``
+    runs its forward pass, each storage counted once, the model's own parameters left
+    out (they are kept anyway): the activation memory."""
+    parameters = {
+        parameter.untyped_storage().data_ptr() for parameter in model.parameters()
+    }
     saved: dict[int, int] = {}
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
@@ -38,8 +47,9 @@ def saved_activation_bytes(model: nn.Module, loss_of: Callable[[], torch.Tensor]
 
 
 class Checkpointed(nn.Module):
-    """A layer whose forward pass keeps only its inputs for backward, and runs again during backward to rebuild
-    the rest (``torch.utils.checkpoint``, non-reentrant): less memory for about one more forward pass of compute."""
+    """A layer whose forward pass keeps only its inputs for backward, and runs again
+    during backward to rebuild the rest (``torch.utils.checkpoint``, non-reentrant):
+    less memory for about one more forward pass of compute."""
 
     def __init__(self, layer: nn.Module):
         super().__init__()
@@ -50,24 +60,35 @@ class Checkpointed(nn.Module):
 
 
 def checkpoint_layers(model: nn.Module) -> nn.Module:
-    """A copy of ``model`` (a GPT, or any model with a ``layers`` ModuleList) with every layer checkpointed."""
+    """A copy of ``model`` (a GPT, or any model with a ``layers`` ModuleList) with every
+    layer checkpointed."""
     if not isinstance(getattr(model, "layers", None), nn.ModuleList):
-        raise TypeError(f"model must have a `layers` ModuleList, got {type(model).__name__}")
+        raise TypeError(
+            f"model must have a `layers` ModuleList, got {type(model).__name__}"
+        )
     checkpointed = copy.deepcopy(model)
-    checkpointed.layers = nn.ModuleList(Checkpointed(layer) for layer in checkpointed.layers)
+    checkpointed.layers = nn.ModuleList(
+        Checkpointed(layer) for layer in checkpointed.layers
+    )
     return checkpointed
 
 
-ZERO_STAGES = ("DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3")  # each splits one more kind of tensor across the ranks
+# each splits one more kind of tensor across the ranks
+ZERO_STAGES = ("DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3")
 
 
-def zero_bytes_per_rank(n_parameters: int, ranks: int, stage: str,
-                        bytes_per_parameter: tuple[int, int, int] = (4, 4, 8)) -> dict[str, float]:
-    """The bytes each of ``ranks`` processes holds for parameters, gradients and optimizer state at a ZeRO stage:
-    stage 1 splits the optimizer state, stage 2 the gradients too, stage 3 the parameters too (Rajbhandari et al.,
-    2020). ``bytes_per_parameter`` is (parameter, gradient, state): (4, 4, 8) for float32 training with AdamW's two
-    moments; (2, 2, 12) for the paper's mixed precision (16-bit weights and gradients, and a float32 master copy
-    beside the two moments).
+def zero_bytes_per_rank(
+    n_parameters: int,
+    ranks: int,
+    stage: str,
+    bytes_per_parameter: tuple[int, int, int] = (4, 4, 8),
+) -> dict[str, float]:
+    """The bytes each of ``ranks`` processes holds for parameters, gradients and
+    optimizer state at a ZeRO stage: stage 1 splits the optimizer state, stage 2 the
+    gradients too, stage 3 the parameters too (Rajbhandari et al., 2020).
+    ``bytes_per_parameter`` is (parameter, gradient, state): (4, 4, 8) for float32
+    training with AdamW's two moments; (2, 2, 12) for the paper's mixed precision
+    (16-bit weights and gradients, and a float32 master copy beside the two moments).
 
     >>> zero_bytes_per_rank(1000, 4, "ZeRO-2")
     {'parameters': 4000, 'gradients': 1000.0, 'optimizer state': 2000.0}
@@ -78,6 +99,8 @@ def zero_bytes_per_rank(n_parameters: int, ranks: int, stage: str,
         raise ValueError(f"stage must be one of {ZERO_STAGES}, got {stage!r}")
     level = ZERO_STAGES.index(stage)
     parameter, gradient, state = (size * n_parameters for size in bytes_per_parameter)
-    return {"parameters": parameter / ranks if level >= 3 else parameter,
-            "gradients": gradient / ranks if level >= 2 else gradient,
-            "optimizer state": state / ranks if level >= 1 else state}
+    return {
+        "parameters": parameter / ranks if level >= 3 else parameter,
+        "gradients": gradient / ranks if level >= 2 else gradient,
+        "optimizer state": state / ranks if level >= 1 else state,
+    }

@@ -1,29 +1,38 @@
-"""Four pretraining objectives on one corpus, one body size and one compute budget, then one downstream test.
+"""Four pretraining objectives on one corpus, one body size and one compute budget, then
+one downstream test.
 
-- **causal LM** (GPT): every position predicts the next token, reading only the tokens to its left;
-- **MLM** (BERT, here RoBERTa's recipe): 15% of the tokens are masked and predicted from both sides;
-- **span corruption** (T5): spans covering 15% of the tokens become sentinels, and a decoder writes them out;
-- **RTD** (ELECTRA): a small generator fills the masked positions, and the body says for every token whether it
+- **causal LM** (GPT): every position predicts the next token, reading only the tokens
+to its left;
+- **MLM** (BERT, here RoBERTa's recipe): 15% of the tokens are masked and predicted from
+both sides;
+- **span corruption** (T5): spans covering 15% of the tokens become sentinels, and a
+decoder writes them out;
+- **RTD** (ELECTRA): a small generator fills the masked positions, and the body says for
+every token whether it
   was replaced.
 
-Every run reads the same contiguous 32-token blocks of the BBC articles (``bert_pretraining.news_corpus``), the
-blocks that step s of ``PretrainingRun.roberta()`` draws, and every body has the shape of ``BertConfig.tiny``:
-2 post-LN layers, 128 wide, 2 heads, a 512-wide feed-forward, GELU, no dropout. MLM and RTD are the BERT pages'
-``PretrainingRun`` recipes; causal LM trains our ``GPT`` and span corruption our ``EncoderDecoder`` with those
-sizes. Compute is matched by FLOPs, not steps: each objective's training step is counted with
-``measure.training_flops``, and each run gets the steps its share of the budget buys (``equal_compute_steps``).
+Every run reads the same contiguous 32-token blocks of the BBC articles
+(``bert_pretraining.news_corpus``), the blocks that step s of
+``PretrainingRun.roberta()`` draws, and every body has the shape of ``BertConfig.tiny``:
+2 post-LN layers, 128 wide, 2 heads, a 512-wide feed-forward, GELU, no dropout. MLM and
+RTD are the BERT pages' ``PretrainingRun`` recipes; causal LM trains our ``GPT`` and
+span corruption our ``EncoderDecoder`` with those sizes. Compute is matched by FLOPs,
+not steps: each objective's training step is counted with ``measure.training_flops``,
+and each run gets the steps its share of the budget buys (``equal_compute_steps``).
 
     >>> equal_compute_steps({"MLM": 1.4e9, "causal LM": 2.4e9}, budget=1.4e9 * 120)
     {'MLM': 120, 'causal LM': 70}
 
-Each objective's own held-out loss is set against its *no-context floor*, the loss of a predictor that reads
-nothing of the input and answers the targets' frequencies (``ObjectiveRun.held_out_nats``): what a run has learned
-from context is how far it is below that floor.
+Each objective's own held-out loss is set against its *no-context floor*, the loss of a
+predictor that reads nothing of the input and answers the targets' frequencies
+(``ObjectiveRun.held_out_nats``): what a run has learned from context is how far it is
+below that floor.
 
-What a downstream task reads is a *body*: called as ``body(ids, attention_mask=mask)`` it returns an object whose
-``hidden_states`` are (B, T, C), as ``BertModel`` does; ``finetuning.sentence_features`` and
-``MeanPooledClassifier`` read any of the four that way. GPT's body gives its causal states (each position has read
-only what is left of it); T5's gives its encoder's output.
+What a downstream task reads is a *body*: called as ``body(ids, attention_mask=mask)``
+it returns an object whose ``hidden_states`` are (B, T, C), as ``BertModel`` does;
+``finetuning.sentence_features`` and ``MeanPooledClassifier`` read any of the four that
+way. GPT's body gives its causal states (each position has read only what is left of
+it); T5's gives its encoder's output.
 """
 
 import copy
@@ -53,12 +62,20 @@ from minformers.transformer import PAD, EncoderDecoder, TransformerConfig, seque
 from minformers.validation import check_size
 
 OBJECTIVES = ("causal LM", "MLM", "span corruption", "RTD")
-MODEL_OF = {"causal LM": "GPT", "MLM": "BERT", "span corruption": "T5", "RTD": "ELECTRA"}
+MODEL_OF = {
+    "causal LM": "GPT",
+    "MLM": "BERT",
+    "span corruption": "T5",
+    "RTD": "ELECTRA",
+}
 
 
-def equal_compute_steps(flops_per_step: dict[str, float], budget: float) -> dict[str, int]:
-    """The number of training steps each run can take within ``budget`` FLOPs: budget / FLOPs per step, rounded to
-    the nearest whole step, so every run's total lands within half a step of the budget.
+def equal_compute_steps(
+    flops_per_step: dict[str, float], budget: float
+) -> dict[str, int]:
+    """The number of training steps each run can take within ``budget`` FLOPs: budget /
+    FLOPs per step, rounded to the nearest whole step, so every run's total lands within
+    half a step of the budget.
 
     >>> equal_compute_steps({"cheap": 1.0e9, "dear": 3.0e9}, budget=3.0e11)
     {'cheap': 300, 'dear': 100}
@@ -71,7 +88,10 @@ def equal_compute_steps(flops_per_step: dict[str, float], budget: float) -> dict
             raise ValueError(f"flops_per_step[{name!r}] must be > 0, got {flops}")
         steps[name] = round(budget / flops)
         if steps[name] < 1:
-            raise ValueError(f"budget={budget:.3g} FLOPs buys {name!r} less than one step of {flops:.3g} FLOPs")
+            raise ValueError(
+                f"budget={budget:.3g} FLOPs buys {name!r} less than one step of "
+                f"{flops:.3g} FLOPs"
+            )
     return steps
 
 
@@ -81,8 +101,9 @@ class BodyOutput:
 
 
 class CausalBody(nn.Module):
-    """GPT's blocks read as an encoder: position t's last hidden state has seen tokens 0..t only. Right padding
-    changes no real position's state, so no attention mask is needed."""
+    """GPT's blocks read as an encoder: position t's last hidden state has seen tokens
+    0..t only. Right padding changes no real position's state, so no attention mask is
+    needed."""
 
     def __init__(self, gpt: GPT):
         super().__init__()
@@ -94,8 +115,9 @@ class CausalBody(nn.Module):
 
 
 class EncoderBody(nn.Module):
-    """An encoder-decoder's encoder, the part T5's fine-tuning for classification would keep reading (the decoder
-    is held but never called). Padding is found from the ids ([PAD] = 0)."""
+    """An encoder-decoder's encoder, the part T5's fine-tuning for classification would
+    keep reading (the decoder is held but never called). Padding is found from the ids
+    ([PAD] = 0)."""
 
     def __init__(self, model: EncoderDecoder):
         super().__init__()
@@ -107,8 +129,9 @@ class EncoderBody(nn.Module):
 
 
 class MeanPooledClassifier(nn.Module):
-    """A copy of a body, its hidden states averaged over the real tokens, and Linear(C, n_classes): the same head
-    on every body, so fine-tuning compares bodies and not heads. The body given is left unchanged.
+    """A copy of a body, its hidden states averaged over the real tokens, and Linear(C,
+    n_classes): the same head on every body, so fine-tuning compares bodies and not
+    heads. The body given is left unchanged.
 
     >>> body = BertConfig.tiny(vocab_size=50)
     >>> from minformers.bert import BertModel
@@ -120,81 +143,142 @@ class MeanPooledClassifier(nn.Module):
     def __init__(self, body: nn.Module, n_classes: int = 2):
         super().__init__()
         self.body = copy.deepcopy(body)
-        self.classifier = nn.Linear(body.config.d_model, check_size("n_classes", n_classes, minimum=2))
+        self.classifier = nn.Linear(
+            body.config.d_model, check_size("n_classes", n_classes, minimum=2)
+        )
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        hidden = self.body(input_ids, attention_mask=attention_mask).hidden_states  # (B, T, C)
-        return self.classifier(mean_pool(hidden, attention_mask))  # (B, C) -> (B, n_classes)
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> torch.Tensor:
+        # (B, T, C)
+        hidden = self.body(input_ids, attention_mask=attention_mask).hidden_states
+        # (B, C) -> (B, n_classes)
+        return self.classifier(mean_pool(hidden, attention_mask))
 
 
 def gpt_config(body: BertConfig) -> GPTConfig:
-    """A GPT of the body's shape: GPT-1's post-LN layout (no final LayerNorm), BERT's GELU and LayerNorm epsilon."""
-    return GPTConfig(vocab_size=body.vocab_size, d_model=body.d_model, n_layers=body.n_layers, n_heads=body.n_heads,
-                     d_ff=body.d_ff, max_len=body.max_len, dropout=body.dropout, norm_first=False,
-                     activation=body.activation, layer_norm_eps=body.layer_norm_eps)
+    """A GPT of the body's shape: GPT-1's post-LN layout (no final LayerNorm), BERT's
+    GELU and LayerNorm epsilon."""
+    return GPTConfig(
+        vocab_size=body.vocab_size,
+        d_model=body.d_model,
+        n_layers=body.n_layers,
+        n_heads=body.n_heads,
+        d_ff=body.d_ff,
+        max_len=body.max_len,
+        dropout=body.dropout,
+        norm_first=False,
+        activation=body.activation,
+        layer_norm_eps=body.layer_norm_eps,
+    )
 
 
 def t5_config(body: BertConfig, n_sentinels: int) -> TransformerConfig:
-    """An encoder-decoder whose encoder has the body's shape and whose decoder has as many layers; the vocabulary
-    gains ``n_sentinels`` sentinel ids after the body's, and one table serves encoder, decoder and output."""
+    """An encoder-decoder whose encoder has the body's shape and whose decoder has as
+    many layers; the vocabulary gains ``n_sentinels`` sentinel ids after the body's, and
+    one table serves encoder, decoder and output."""
     vocab_size = body.vocab_size + n_sentinels
-    return TransformerConfig(source_vocab_size=vocab_size, target_vocab_size=vocab_size, d_model=body.d_model,
-                             n_heads=body.n_heads, n_encoder_layers=body.n_layers, n_decoder_layers=body.n_layers,
-                             d_ff=body.d_ff, max_len=body.max_len, dropout=body.dropout, norm_first=False,
-                             share_embeddings=True, activation=body.activation, layer_norm_eps=body.layer_norm_eps)
+    return TransformerConfig(
+        source_vocab_size=vocab_size,
+        target_vocab_size=vocab_size,
+        d_model=body.d_model,
+        n_heads=body.n_heads,
+        n_encoder_layers=body.n_layers,
+        n_decoder_layers=body.n_layers,
+        d_ff=body.d_ff,
+        max_len=body.max_len,
+        dropout=body.dropout,
+        norm_first=False,
+        share_embeddings=True,
+        activation=body.activation,
+        layer_norm_eps=body.layer_norm_eps,
+    )
 
 
 @dataclass(frozen=True)
 class ObjectiveRun:
-    """One objective trained for ``steps`` steps of ``batch_size`` blocks, with the BERT pages' schedule shape
-    (peak ``lr`` after 10% warmup, then cosine decay)."""
+    """One objective trained for ``steps`` steps of ``batch_size`` blocks, with the BERT
+    pages' schedule shape (peak ``lr`` after 10% warmup, then cosine decay)."""
 
     objective: str  # one of OBJECTIVES
     steps: int = 100
-    lr: float = 2e-3  # the BERT pages' rate, used for every objective (none was tuned separately)
-    batch_size: int = 16  # blocks per step: the same blocks, step by step, for every objective
+    # the BERT pages' rate, used for every objective (none was tuned separately)
+    lr: float = 2e-3
+    # blocks per step: the same blocks, step by step, for every objective
+    batch_size: int = 16
     validation_size: int = 256  # held-out blocks, corrupted once with a fixed seed
-    n_sentinels: int = 8  # span corruption's sentinel ids (a 32-token block has one or two spans)
-    noise_density: float = 0.15  # span corruption: the share of tokens hidden (T5's 15%)
+    # span corruption's sentinel ids (a 32-token block has one or two spans)
+    n_sentinels: int = 8
+    # span corruption: the share of tokens hidden (T5's 15%)
+    noise_density: float = 0.15
     mean_span_length: float = 3.0  # span corruption: T5's mean span
-    evaluations: int = 1  # held-out evaluations, evenly spaced, the last after the last step
+    # held-out evaluations, evenly spaced, the last after the last step
+    evaluations: int = 1
 
     def __post_init__(self):
         if self.objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
+            raise ValueError(
+                f"objective must be one of {OBJECTIVES}, got {self.objective!r}"
+            )
         check_size("steps", self.steps, minimum=2)
         if check_size("evaluations", self.evaluations) > self.steps:
-            raise ValueError(f"evaluations must be <= steps={self.steps}, got {self.evaluations}")
+            raise ValueError(
+                f"evaluations must be <= steps={self.steps}, got {self.evaluations}"
+            )
         check_size("batch_size", self.batch_size)
         check_size("validation_size", self.validation_size)
         check_size("n_sentinels", self.n_sentinels, minimum=2)
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         if not 0.0 < self.noise_density < 1.0:
-            raise ValueError(f"noise_density must be in (0, 1), got {self.noise_density}")
+            raise ValueError(
+                f"noise_density must be in (0, 1), got {self.noise_density}"
+            )
         if not self.mean_span_length >= 1.0:
-            raise ValueError(f"mean_span_length must be >= 1, got {self.mean_span_length}")
+            raise ValueError(
+                f"mean_span_length must be >= 1, got {self.mean_span_length}"
+            )
 
     @property
     def schedule(self) -> TrainConfig:
-        return TrainConfig(steps=self.steps, lr=self.lr, warmup_steps=max(1, self.steps // 10),
-                           eval_every=math.ceil(self.steps / self.evaluations))
+        return TrainConfig(
+            steps=self.steps,
+            lr=self.lr,
+            warmup_steps=max(1, self.steps // 10),
+            eval_every=math.ceil(self.steps / self.evaluations),
+        )
 
     def bert_run(self) -> PretrainingRun:
-        """The BERT pages' recipe that draws this run's blocks (and, for MLM and RTD, trains it)."""
-        # zero output bias: GPT's and T5's output layers have no bias to start at the token frequencies
-        settings = {"schedule": self.schedule, "batch_size": self.batch_size, "validation_size": self.validation_size,
-                    "output_bias": "zeros"}
-        return PretrainingRun.electra(**settings) if self.objective == "RTD" else PretrainingRun.roberta(**settings)
+        """The BERT pages' recipe that draws this run's blocks (and, for MLM and RTD,
+        trains it)."""
+        # zero output bias: GPT's and T5's output layers have no bias to start at the
+        # token frequencies
+        settings = {
+            "schedule": self.schedule,
+            "batch_size": self.batch_size,
+            "validation_size": self.validation_size,
+            "output_bias": "zeros",
+        }
+        return (
+            PretrainingRun.electra(**settings)
+            if self.objective == "RTD"
+            else PretrainingRun.roberta(**settings)
+        )
 
     def body_config(self, corpus: NewsCorpus) -> BertConfig:
         return self.bert_run().config(corpus)
 
     def sentinels(self, corpus: NewsCorpus) -> list[int]:
-        return list(range(corpus.tokenizer.vocab_size, corpus.tokenizer.vocab_size + self.n_sentinels))
+        return list(
+            range(
+                corpus.tokenizer.vocab_size,
+                corpus.tokenizer.vocab_size + self.n_sentinels,
+            )
+        )
 
     def model(self, corpus: NewsCorpus) -> nn.Module:
-        """The untrained model, from seed 0. MLM's and RTD's bodies start equal (``PretrainingRun.model``)."""
+        """The untrained model, from seed 0. MLM's and RTD's bodies start equal
+        (``PretrainingRun.model``)."""
         if self.objective in ("MLM", "RTD"):
             return self.bert_run().model(corpus)
         torch.manual_seed(0)
@@ -203,24 +287,38 @@ class ObjectiveRun:
         return EncoderDecoder(t5_config(self.body_config(corpus), self.n_sentinels))
 
     def body(self, model: nn.Module) -> nn.Module:
-        """What the downstream tasks read: the encoder (BERT, ELECTRA's discriminator, T5's encoder) or GPT's
-        causal states."""
+        """What the downstream tasks read: the encoder (BERT, ELECTRA's discriminator,
+        T5's encoder) or GPT's causal states."""
         if self.objective == "causal LM":
             return CausalBody(model)
         return EncoderBody(model) if self.objective == "span corruption" else model.bert
 
     def batch(self, corpus: NewsCorpus, masked: PretrainingBatch, seed: int):
-        """This objective's batch from the BERT recipe's masked batch of the same blocks: MLM and RTD use it as it
-        is; causal LM takes the original blocks back; span corruption corrupts them afresh with ``seed``."""
+        """This objective's batch from the BERT recipe's masked batch of the same
+        blocks: MLM and RTD use it as it is; causal LM takes the original blocks back;
+        span corruption corrupts them afresh with ``seed``."""
         if self.objective in ("MLM", "RTD"):
             return masked
-        original = torch.where(masked.mlm_labels != IGNORE, masked.mlm_labels, masked.input_ids)  # undo the masks
+        # undo the masks
+        original = torch.where(
+            masked.mlm_labels != IGNORE, masked.mlm_labels, masked.input_ids
+        )
         if self.objective == "causal LM":
             return original, masked.attention_mask
-        rows = [row[:length].tolist() for row, length in zip(original, masked.attention_mask.sum(1), strict=True)]
+        rows = [
+            row[:length].tolist()
+            for row, length in zip(original, masked.attention_mask.sum(1), strict=True)
+        ]
         special = corpus.tokenizer.special_ids
-        return span_corruption_batch(rows, self.sentinels(corpus), random.Random(seed), special["cls"],
-                                     special["sep"], self.noise_density, self.mean_span_length)
+        return span_corruption_batch(
+            rows,
+            self.sentinels(corpus),
+            random.Random(seed),
+            special["cls"],
+            special["sep"],
+            self.noise_density,
+            self.mean_span_length,
+        )
 
     def losses(self, model: nn.Module, batch) -> dict[str, torch.Tensor]:
         if self.objective in ("MLM", "RTD"):
@@ -230,9 +328,10 @@ class ObjectiveRun:
         return span_corruption_losses(model, *batch)
 
     def supervised_positions(self, batch) -> int:
-        """Positions of ``batch`` (this objective's) that carry a loss: every real token but a block's first
-        (causal LM), the masked tokens (MLM), the target's real tokens (span corruption), every real token (RTD's
-        discriminator; its generator also predicts the masked ones)."""
+        """Positions of ``batch`` (this objective's) that carry a loss: every real token
+        but a block's first (causal LM), the masked tokens (MLM), the target's real
+        tokens (span corruption), every real token (RTD's discriminator; its generator
+        also predicts the masked ones)."""
         if self.objective == "causal LM":
             return int(batch[1][:, 1:].sum())
         if self.objective == "span corruption":
@@ -242,54 +341,88 @@ class ObjectiveRun:
         return int(batch.attention_mask.sum())
 
     def body_parameters(self, model: nn.Module) -> int:
-        """Parameters of the body the downstream tasks read. T5's encoder counts its embedding table (shared with
-        the decoder) but not the decoder's layers."""
-        parameters = sum(parameter.numel() for parameter in self.body(model).parameters())
+        """Parameters of the body the downstream tasks read. T5's encoder counts its
+        embedding table (shared with the decoder) but not the decoder's layers."""
+        parameters = sum(
+            parameter.numel() for parameter in self.body(model).parameters()
+        )
         if self.objective == "span corruption":
-            parameters -= sum(parameter.numel() for parameter in model.decoder_layers.parameters())
+            parameters -= sum(
+                parameter.numel() for parameter in model.decoder_layers.parameters()
+            )
         return parameters
 
     def batches(self, corpus: NewsCorpus):
-        """``batch_for_step(step)``: the blocks that ``PretrainingRun.roberta()`` draws at this step, prepared for
-        this objective."""
+        """``batch_for_step(step)``: the blocks that ``PretrainingRun.roberta()`` draws
+        at this step, prepared for this objective."""
         masked_for_step = _masked_batches(corpus, self.batch_size)
         return lambda step: self.batch(corpus, masked_for_step(step), seed=step)
 
     def validation(self, corpus: NewsCorpus):
-        """The first ``validation_size`` held-out blocks, masked (and corrupted) once, with fixed seeds."""
+        """The first ``validation_size`` held-out blocks, masked (and corrupted) once,
+        with fixed seeds."""
         return self.batch(corpus, self.bert_run().validation_batch(corpus), seed=12345)
 
     def floor_log_frequencies(self, corpus: NewsCorpus) -> torch.Tensor:
-        """(V,) log p of each token among this objective's targets in the training blocks
-        (``unigram_log_frequencies``): what a predictor that reads no context can best answer everywhere. The
-        targets are the next tokens (causal LM), the ordinary tokens, a uniform sample of which is masked (MLM and
-        RTD's generator), or every block's span-corruption target, sentinels and [SEP] included, from one fixed
-        corruption (span corruption). RTD's discriminator has its own floor (``held_out_nats``)."""
-        blocks = [example.input_ids for example in self.bert_run().examples(corpus, "train")]
+        """(V,) log p of each token among this objective's targets in the training
+        blocks (``unigram_log_frequencies``): what a predictor that reads no context can
+        best answer everywhere. The targets are the next tokens (causal LM), the
+        ordinary tokens, a uniform sample of which is masked (MLM and RTD's generator),
+        or every block's span-corruption target, sentinels and [SEP] included, from one
+        fixed corruption (span corruption). RTD's discriminator has its own floor
+        (``held_out_nats``)."""
+        blocks = [
+            example.input_ids for example in self.bert_run().examples(corpus, "train")
+        ]
         special = corpus.tokenizer.special_ids
-        never = [special["pad"], special["cls"], special["mask"]]  # in no objective's targets
+        # in no objective's targets
+        never = [special["pad"], special["cls"], special["mask"]]
         if self.objective in ("MLM", "RTD"):
             return self.bert_run().token_log_frequencies(corpus)
         if self.objective == "causal LM":
-            return unigram_log_frequencies([block[1:] for block in blocks], corpus.tokenizer.vocab_size, never)
-        _, _, targets = span_corruption_batch(blocks, self.sentinels(corpus), random.Random(0), special["cls"],
-                                              special["sep"], self.noise_density, self.mean_span_length)
-        return unigram_log_frequencies([row[row != PAD].tolist() for row in targets],
-                                       corpus.tokenizer.vocab_size + self.n_sentinels, never)
+            return unigram_log_frequencies(
+                [block[1:] for block in blocks], corpus.tokenizer.vocab_size, never
+            )
+        _, _, targets = span_corruption_batch(
+            blocks,
+            self.sentinels(corpus),
+            random.Random(0),
+            special["cls"],
+            special["sep"],
+            self.noise_density,
+            self.mean_span_length,
+        )
+        return unigram_log_frequencies(
+            [row[row != PAD].tolist() for row in targets],
+            corpus.tokenizer.vocab_size + self.n_sentinels,
+            never,
+        )
 
     @torch.no_grad()
-    def held_out_nats(self, corpus: NewsCorpus, model: nn.Module, held_out,
-                      log_frequencies: torch.Tensor) -> dict[str, "HeldOutNats"]:
-        """The model's loss on this objective's ``held_out`` batch (``validation``) against the loss of a predictor
-        that reads no context, position by position, in groups; the first group is the objective's own loss:
+    def held_out_nats(
+        self,
+        corpus: NewsCorpus,
+        model: nn.Module,
+        held_out,
+        log_frequencies: torch.Tensor,
+    ) -> dict[str, "HeldOutNats"]:
+        """The model's loss on this objective's ``held_out`` batch (``validation``)
+        against the loss of a predictor that reads no context, position by position, in
+        groups; the first group is the objective's own loss:
 
-        - causal LM, "next token": every next token, against ``log_frequencies`` (``floor_log_frequencies``);
-        - MLM, by what the model saw at a predicted position (as ``bert_pretraining.prediction_scores``): "[MASK]",
-          the floor that matters; "the true token" (kept, which the model learns to copy) and "a wrong token";
-        - span corruption, "target": the target tokens, sentinels and [SEP] included; then "hidden text", the
-          hidden words alone, against the words' frequencies among the targets (a floor that, like MLM's, has
-          nothing to learn about the target's layout), and "sentinels and [SEP]", that layout;
-        - RTD, "replaced?": every real token, against always answering the held-out share p of replaced tokens
+        - causal LM, "next token": every next token, against ``log_frequencies``
+        (``floor_log_frequencies``);
+        - MLM, by what the model saw at a predicted position (as
+        ``bert_pretraining.prediction_scores``): "[MASK]",
+          the floor that matters; "the true token" (kept, which the model learns to
+          copy) and "a wrong token";
+        - span corruption, "target": the target tokens, sentinels and [SEP] included;
+        then "hidden text", the
+          hidden words alone, against the words' frequencies among the targets (a floor
+          that, like MLM's, has nothing to learn about the target's layout), and
+          "sentinels and [SEP]", that layout;
+        - RTD, "replaced?": every real token, against always answering the held-out
+        share p of replaced tokens
           (mean: the binary entropy H(p)); and "generator at [MASK]".
         """
         model.eval()
@@ -297,170 +430,316 @@ class ObjectiveRun:
             input_ids, attention_mask = held_out
             logits = model(input_ids)[:, :-1]  # (B, T-1, V)
             real = attention_mask[:, 1:].bool()  # (B, T-1): the next token is real
-            return {"next token": _token_nats(logits[real], input_ids[:, 1:][real], log_frequencies)}
+            return {
+                "next token": _token_nats(
+                    logits[real], input_ids[:, 1:][real], log_frequencies
+                )
+            }
         if self.objective == "span corruption":
             source, decoder_input, target = held_out
-            logits, target = model(source, decoder_input)[target != PAD], target[target != PAD]  # (N, V), (N,)
-            marks = torch.tensor([*self.sentinels(corpus), corpus.tokenizer.special_ids["sep"]])
+            # (N, V), (N,)
+            logits, target = (
+                model(source, decoder_input)[target != PAD],
+                target[target != PAD],
+            )
+            marks = torch.tensor(
+                [*self.sentinels(corpus), corpus.tokenizer.special_ids["sep"]]
+            )
             is_mark = torch.isin(target, marks)
             text_frequencies = log_frequencies.clone()
-            text_frequencies[marks] = -math.inf  # what is left, renormalised: the hidden words' own frequencies
+            # what is left, renormalised: the hidden words' own frequencies
+            text_frequencies[marks] = -math.inf
             text_frequencies -= text_frequencies.logsumexp(0)
-            return {"target": _token_nats(logits, target, log_frequencies),
-                    "hidden text": _token_nats(logits[~is_mark], target[~is_mark], text_frequencies),
-                    "sentinels and [SEP]": _token_nats(logits[is_mark], target[is_mark], log_frequencies)}
+            return {
+                "target": _token_nats(logits, target, log_frequencies),
+                "hidden text": _token_nats(
+                    logits[~is_mark], target[~is_mark], text_frequencies
+                ),
+                "sentinels and [SEP]": _token_nats(
+                    logits[is_mark], target[is_mark], log_frequencies
+                ),
+            }
         labelled = held_out.mlm_labels != IGNORE  # (B, T)
-        targets, shown = held_out.mlm_labels[labelled], held_out.input_ids[labelled]  # (N,) each, row-major
+        # (N,) each, row-major
+        targets, shown = held_out.mlm_labels[labelled], held_out.input_ids[labelled]
         at_mask = shown == corpus.tokenizer.special_ids["mask"]
         if self.objective == "MLM":
-            output = model(held_out.input_ids, held_out.segment_ids, held_out.attention_mask, held_out.mlm_labels)
-            groups = {"[MASK]": at_mask, "the true token": shown == targets,
-                      "a wrong token": ~at_mask & (shown != targets)}
-            return {name: _token_nats(output.mlm_logits[where], targets[where], log_frequencies)
-                    for name, where in groups.items()}
-        output = electra_forward(model, held_out.input_ids, held_out.mlm_labels, held_out.segment_ids,
-                                 held_out.attention_mask, self.bert_run().rtd_weight,
-                                 torch.Generator().manual_seed(held_out.seed))  # the samples training evaluates on
+            output = model(
+                held_out.input_ids,
+                held_out.segment_ids,
+                held_out.attention_mask,
+                held_out.mlm_labels,
+            )
+            groups = {
+                "[MASK]": at_mask,
+                "the true token": shown == targets,
+                "a wrong token": ~at_mask & (shown != targets),
+            }
+            return {
+                name: _token_nats(
+                    output.mlm_logits[where], targets[where], log_frequencies
+                )
+                for name, where in groups.items()
+            }
+        # the samples training evaluates on
+        output = electra_forward(
+            model,
+            held_out.input_ids,
+            held_out.mlm_labels,
+            held_out.segment_ids,
+            held_out.attention_mask,
+            self.bert_run().rtd_weight,
+            torch.Generator().manual_seed(held_out.seed),
+        )
         real = held_out.attention_mask.bool()
         labels, logits = output.rtd_labels[real], output.rtd_logits[real]  # (N,) each
         p = labels.mean()  # the share replaced
-        floor = torch.where(labels == 1, -torch.log(p), -torch.log1p(-p))  # (N,): mean H(p)
-        return {"replaced?": HeldOutNats(F.binary_cross_entropy_with_logits(logits, labels, reduction="none"),
-                                         floor, (logits > 0).float() == labels),
-                "generator at [MASK]": _token_nats(output.mlm_logits[at_mask], targets[at_mask], log_frequencies)}
+        # (N,): mean H(p)
+        floor = torch.where(labels == 1, -torch.log(p), -torch.log1p(-p))
+        return {
+            "replaced?": HeldOutNats(
+                F.binary_cross_entropy_with_logits(logits, labels, reduction="none"),
+                floor,
+                (logits > 0).float() == labels,
+            ),
+            "generator at [MASK]": _token_nats(
+                output.mlm_logits[at_mask], targets[at_mask], log_frequencies
+            ),
+        }
 
 
 @dataclass
 class HeldOutNats:
-    """One group of held-out positions: the model's loss at each and a no-context predictor's, in nats."""
+    """One group of held-out positions: the model's loss at each and a no-context
+    predictor's, in nats."""
 
     loss: torch.Tensor  # (N,)
     floor: torch.Tensor  # (N,)
-    correct: torch.Tensor  # (N,) bool: the model's answer (argmax, or logit > 0) is right
+    # (N,) bool: the model's answer (argmax, or logit > 0) is right
+    correct: torch.Tensor
 
     @property
     def below_floor(self) -> float:
-        """Mean floor - loss: the nats per position the model gained by reading its input (< 0: above the floor).
+        """Mean floor - loss: the nats per position the model gained by reading its
+        input (< 0: above the floor).
 
-        >>> HeldOutNats(torch.tensor([1.0, 2.0]), torch.tensor([1.5, 2.5]), torch.tensor([True, False])).below_floor
+        >>> HeldOutNats(
+        ...     torch.tensor([1.0, 2.0]),
+        ...     torch.tensor([1.5, 2.5]),
+        ...     torch.tensor([True, False]),
+        ... ).below_floor
         0.5
         """
         return (self.floor - self.loss).mean().item()
 
     @property
     def standard_error(self) -> float:
-        """The standard error of ``below_floor`` over these positions (paired: one target, two losses)."""
-        return ((self.floor - self.loss).std() / math.sqrt(len(self.loss))).item() if len(self.loss) > 1 else math.nan
+        """The standard error of ``below_floor`` over these positions (paired: one
+        target, two losses)."""
+        return (
+            ((self.floor - self.loss).std() / math.sqrt(len(self.loss))).item()
+            if len(self.loss) > 1
+            else math.nan
+        )
 
     def metrics(self, group: str) -> dict[str, float]:
-        """What ``pretrain`` logs at each evaluation (a group with no positions gives NaN)."""
-        return {f"{group} loss": self.loss.mean().item(), f"{group} floor": self.floor.mean().item(),
-                f"{group} accuracy": self.correct.float().mean().item(), f"{group} positions": len(self.loss),
-                f"{group} standard error": self.standard_error}
+        """What ``pretrain`` logs at each evaluation (a group with no positions gives
+        NaN)."""
+        return {
+            f"{group} loss": self.loss.mean().item(),
+            f"{group} floor": self.floor.mean().item(),
+            f"{group} accuracy": self.correct.float().mean().item(),
+            f"{group} positions": len(self.loss),
+            f"{group} standard error": self.standard_error,
+        }
 
 
-def _token_nats(logits: torch.Tensor, targets: torch.Tensor, log_frequencies: torch.Tensor) -> HeldOutNats:
-    """(N, V) logits and (N,) targets: the cross-entropy at each position, and the unigram predictor's."""
-    return HeldOutNats(F.cross_entropy(logits, targets, reduction="none"), -log_frequencies[targets],
-                       logits.argmax(-1) == targets)
+def _token_nats(
+    logits: torch.Tensor, targets: torch.Tensor, log_frequencies: torch.Tensor
+) -> HeldOutNats:
+    """(N, V) logits and (N,) targets: the cross-entropy at each position, and the
+    unigram predictor's."""
+    return HeldOutNats(
+        F.cross_entropy(logits, targets, reduction="none"),
+        -log_frequencies[targets],
+        logits.argmax(-1) == targets,
+    )
 
 
-_BATCHES: dict[tuple[int, int], tuple[NewsCorpus, object]] = {}  # (id(corpus), batch_size) -> (corpus, batches)
+# (id(corpus), batch_size) -> (corpus, batches)
+_BATCHES: dict[tuple[int, int], tuple[NewsCorpus, object]] = {}
 
 
 def _masked_batches(corpus: NewsCorpus, batch_size: int):
-    """``PretrainingRun.roberta(batch_size=...).batches(corpus)``, kept: cutting the articles into blocks takes a
-    fifth of a second, and a page asks for the same batches a dozen times. (ELECTRA's run draws the same ones.)"""
+    """``PretrainingRun.roberta(batch_size=...).batches(corpus)``, kept: cutting the
+    articles into blocks takes a fifth of a second, and a page asks for the same batches
+    a dozen times. (ELECTRA's run draws the same ones.)"""
     key = (id(corpus), batch_size)
-    if key not in _BATCHES or _BATCHES[key][0] is not corpus:  # the corpus is held, so its id is not reused
+    # the corpus is held, so its id is not reused
+    if key not in _BATCHES or _BATCHES[key][0] is not corpus:
         if len(_BATCHES) >= 4:
             _BATCHES.clear()
-        _BATCHES[key] = corpus, PretrainingRun.roberta(batch_size=batch_size).batches(corpus)
+        _BATCHES[key] = (
+            corpus,
+            PretrainingRun.roberta(batch_size=batch_size).batches(corpus),
+        )
     return _BATCHES[key][1]
 
 
-def span_corruption_batch(blocks: list[list[int]], sentinels: list[int], rng: random.Random, cls_id: int,
-                          sep_id: int, noise_density: float = 0.15,
-                          mean_span_length: float = 3.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """T5's objective on ``[CLS] text [SEP]`` blocks: the text between the two is span-corrupted
-    (``denoising.random_noise_mask``, ``sentinel_corruption``). Returns, right-padded with [PAD] = 0:
+def span_corruption_batch(
+    blocks: list[list[int]],
+    sentinels: list[int],
+    rng: random.Random,
+    cls_id: int,
+    sep_id: int,
+    noise_density: float = 0.15,
+    mean_span_length: float = 3.0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """T5's objective on ``[CLS] text [SEP]`` blocks: the text between the two is
+    span-corrupted (``denoising.random_noise_mask``, ``sentinel_corruption``). Returns,
+    right-padded with [PAD] = 0:
 
     - the encoder's input, ``[CLS] corrupted text [SEP]``, (B, S);
-    - the decoder's input, ``[CLS]`` then the target without its last token, (B, T): [CLS] is the start token;
-    - the target, each sentinel and the tokens it hid, the final sentinel, ``[SEP]``, (B, T).
+    - the decoder's input, ``[CLS]`` then the target without its last token, (B, T):
+    [CLS] is the start token;
+    - the target, each sentinel and the tokens it hid, the final sentinel, ``[SEP]``,
+    (B, T).
 
-    A text of fewer than 2 tokens is left whole (its target is the final sentinel alone).
+    A text of fewer than 2 tokens is left whole (its target is the final sentinel
+    alone).
 
-    >>> source, decoder_input, target = span_corruption_batch([[2, 10, 11, 12, 13, 3]], [90, 91], random.Random(0),
-    ...                                                        cls_id=2, sep_id=3, noise_density=0.25)
+    >>> source, decoder_input, target = span_corruption_batch(
+    ...     [[2, 10, 11, 12, 13, 3]],
+    ...     [90, 91],
+    ...     random.Random(0),
+    ...     cls_id=2,
+    ...     sep_id=3,
+    ...     noise_density=0.25,
+    ... )
     >>> source.tolist(), decoder_input.tolist(), target.tolist()
     ([[2, 10, 11, 12, 90, 3]], [[2, 90, 13, 91]], [[90, 13, 91, 3]])
     """
     sources, targets = [], []
     for block in blocks:
         text = block[1:-1]
-        noise = (random_noise_mask(len(text), rng, noise_density, mean_span_length) if len(text) >= 2
-                 else [False] * len(text))
+        noise = (
+            random_noise_mask(len(text), rng, noise_density, mean_span_length)
+            if len(text) >= 2
+            else [False] * len(text)
+        )
         inputs, spans = sentinel_corruption(text, noise, sentinels)
         sources.append([cls_id, *inputs, sep_id])
         targets.append([*spans, sep_id])
     source, _ = pad(sources, PAD)
     target, _ = pad(targets, PAD)
-    decoder_input = torch.cat([torch.full_like(target[:, :1], cls_id), target[:, :-1]], dim=1)  # shifted right
+    # shifted right
+    decoder_input = torch.cat(
+        [torch.full_like(target[:, :1], cls_id), target[:, :-1]], dim=1
+    )
     return source, decoder_input, target
 
 
-def causal_lm_losses(model: GPT, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
-    """GPT's next-token loss on right-padded blocks: position t predicts token t + 1, and a padding token is never a
-    target. Also the share of next tokens predicted right (argmax)."""
-    logits = model(input_ids)[:, :-1]  # (B, T-1, V): the last position has no next token
-    targets = input_ids[:, 1:].masked_fill(attention_mask[:, 1:] == 0, IGNORE)  # (B, T-1)
+def causal_lm_losses(
+    model: GPT, input_ids: torch.Tensor, attention_mask: torch.Tensor
+) -> dict[str, torch.Tensor]:
+    """GPT's next-token loss on right-padded blocks: position t predicts token t + 1,
+    and a padding token is never a target. Also the share of next tokens predicted right
+    (argmax)."""
+    # (B, T-1, V): the last position has no next token
+    logits = model(input_ids)[:, :-1]
+    # (B, T-1)
+    targets = input_ids[:, 1:].masked_fill(attention_mask[:, 1:] == 0, IGNORE)
     real = targets != IGNORE
-    return {"loss": F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE),
-            "accuracy": (logits.argmax(-1) == targets)[real].float().mean()}
+    return {
+        "loss": F.cross_entropy(
+            logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE
+        ),
+        "accuracy": (logits.argmax(-1) == targets)[real].float().mean(),
+    }
 
 
-def span_corruption_losses(model: EncoderDecoder, source: torch.Tensor, decoder_input: torch.Tensor,
-                           target: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Cross-entropy over the target's real tokens (teacher forcing), and the share predicted right."""
+def span_corruption_losses(
+    model: EncoderDecoder,
+    source: torch.Tensor,
+    decoder_input: torch.Tensor,
+    target: torch.Tensor,
+) -> dict[str, torch.Tensor]:
+    """Cross-entropy over the target's real tokens (teacher forcing), and the share
+    predicted right."""
     logits = model(source, decoder_input)  # (B, T, V)
     real = target != PAD
-    return {"loss": sequence_loss(logits, target),
-            "accuracy": (logits.argmax(-1) == target)[real].float().mean()}
+    return {
+        "loss": sequence_loss(logits, target),
+        "accuracy": (logits.argmax(-1) == target)[real].float().mean(),
+    }
 
 
 def step_flops(corpus: NewsCorpus, run: ObjectiveRun, samples: int = 4) -> float:
-    """Mean FLOPs of one training step (forward and backward, ``measure.training_flops``) over the batches of the
-    first ``samples`` steps: a step's cost varies a little with its blocks' lengths and masks."""
+    """Mean FLOPs of one training step (forward and backward,
+    ``measure.training_flops``) over the batches of the first ``samples`` steps: a
+    step's cost varies a little with its blocks' lengths and masks."""
     check_size("samples", samples)
     model, batch_for_step = run.model(corpus).train(), run.batches(corpus)
-    return sum(training_flops(model, run.losses, batch_for_step(step)) for step in range(samples)) / samples
+    return (
+        sum(
+            training_flops(model, run.losses, batch_for_step(step))
+            for step in range(samples)
+        )
+        / samples
+    )
 
 
 @dataclass
 class Pretrained:
     run: ObjectiveRun
-    model: nn.Module  # the whole pretraining model (ELECTRA's generator and T5's decoder included), in eval mode
+    # the whole pretraining model (ELECTRA's generator and T5's decoder included), in
+    # eval mode
+    model: nn.Module
     body: nn.Module  # what the downstream tasks read (``ObjectiveRun.body``)
-    history: History  # "loss" (and the objective's own metrics) per step; held-out ones per evaluation (``pretrain``)
+    # "loss" (and the objective's own metrics) per step; held-out ones per evaluation
+    # (``pretrain``)
+    history: History
 
 
-def pretrain(corpus: NewsCorpus, run: ObjectiveRun, progress: bool | None = None) -> Pretrained:
-    """Train ``run`` on ``corpus``, or load it from this build's checkpoint. Each of ``run.evaluations`` evaluations
-    logs, for every group of ``run.held_out_nats`` on the held-out blocks, ``HeldOutNats.metrics``: "<group> loss",
-    "<group> floor", "<group> accuracy", "<group> positions" and "<group> standard error" (the first group's loss
-    is the objective's own: "next token loss", "[MASK] loss", "target loss", "replaced? loss")."""
-    validation, log_frequencies = run.validation(corpus), run.floor_log_frequencies(corpus)
+def pretrain(
+    corpus: NewsCorpus, run: ObjectiveRun, progress: bool | None = None
+) -> Pretrained:
+    """Train ``run`` on ``corpus``, or load it from this build's checkpoint. Each of
+    ``run.evaluations`` evaluations logs, for every group of ``run.held_out_nats`` on
+    the held-out blocks, ``HeldOutNats.metrics``: "<group> loss", "<group> floor",
+    "<group> accuracy", "<group> positions" and "<group> standard error" (the first
+    group's loss is the objective's own: "next token loss", "[MASK] loss", "target
+    loss", "replaced? loss")."""
+    validation, log_frequencies = (
+        run.validation(corpus),
+        run.floor_log_frequencies(corpus),
+    )
 
     def evaluate(model: nn.Module) -> dict[str, float]:
         groups = run.held_out_nats(corpus, model, validation, log_frequencies)
-        return {name: value for group, nats in groups.items() for name, value in nats.metrics(group).items()}
+        return {
+            name: value
+            for group, nats in groups.items()
+            for name, value in nats.metrics(group).items()
+        }
 
     model = run.model(corpus)
-    settings = {"run": asdict(run), "vocab": corpus.tokenizer.id_to_token, "articles": len(corpus.articles),
-                "blocks": len(run.bert_run().examples(corpus, "train"))}
-    history = train(model, run.batches(corpus), run.losses, run.schedule, evaluate=evaluate,
-                    checkpoint=checkpoint_path(f"objective-{run.objective.replace(' ', '-')}", settings),
-                    progress=progress)
+    settings = {
+        "run": asdict(run),
+        "vocab": corpus.tokenizer.id_to_token,
+        "articles": len(corpus.articles),
+        "blocks": len(run.bert_run().examples(corpus, "train")),
+    }
+    history = train(
+        model,
+        run.batches(corpus),
+        run.losses,
+        run.schedule,
+        evaluate=evaluate,
+        checkpoint=checkpoint_path(
+            f"objective-{run.objective.replace(' ', '-')}", settings
+        ),
+        progress=progress,
+    )
     model.eval()
     return Pretrained(run, model, run.body(model), history)

@@ -1,11 +1,15 @@
-"""Several small training runs at once, one process per core. On the course's 2-core machines, two one-thread
-processes train two small models 1.3-1.7x faster than one two-thread process trains them in turn (``make bench``,
-benchmarks/bench_threads.py): a small model's matmuls are too short to keep two threads busy.
+"""Several small training runs at once, one process per core. On the course's 2-core
+machines, two one-thread processes train two small models 1.3-1.7x faster than one
+two-thread process trains them in turn (``make bench``, benchmarks/bench_threads.py): a
+small model's matmuls are too short to keep two threads busy.
 
     >>> import math
-    >>> map_in_workers(math.factorial, [5, 3])  # the function must be importable by name: defined at top level
+    >>> # the function must be importable by name: defined at top level
+    >>> map_in_workers(math.factorial, [5, 3])
     [120, 6]
-    >>> with in_background(math.factorial, 5) as job:  # one job on the other core while this process goes on
+    >>> with in_background(
+    ...     math.factorial, 5
+    ... ) as job:  # one job on the other core while this process goes on
     ...     here = math.factorial(3)
     >>> here, job.get()
     (6, 120)
@@ -22,7 +26,8 @@ from minformers.validation import check_size
 
 
 def _one_thread() -> None:
-    torch.set_num_threads(1)  # two one-thread processes, not two processes fighting over each other's cores
+    # two one-thread processes, not two processes fighting over each other's cores
+    torch.set_num_threads(1)
 
 
 def _indexed(item):
@@ -30,19 +35,32 @@ def _indexed(item):
     return index, function(argument)
 
 
-def map_in_workers(function: Callable, arguments: Sequence, workers: int = 2, cost: Callable | None = None,
-                   on_result: Callable | None = None) -> list:
-    """``[function(a) for a in arguments]``, computed on ``workers`` processes of one torch thread each.
+def map_in_workers(
+    function: Callable,
+    arguments: Sequence,
+    workers: int = 2,
+    cost: Callable | None = None,
+    on_result: Callable | None = None,
+) -> list:
+    """``[function(a) for a in arguments]``, computed on ``workers`` processes of one
+    torch thread each.
 
-    ``cost(a)`` (optional) orders the work, costliest first, so that no worker is left alone with a long job at the
-    end; ``on_result(done, a, result)`` is called as each one finishes, with the number finished so far (say, to print
-    a line). ``function`` and the
-    arguments must pickle: the workers are fresh interpreters ("spawn"), which import ``function`` by name."""
+    ``cost(a)`` (optional) orders the work, costliest first, so that no worker is left
+    alone with a long job at the end; ``on_result(done, a, result)`` is called as each
+    one finishes, with the number finished so far (say, to print a line). ``function``
+    and the arguments must pickle: the workers are fresh interpreters ("spawn"), which
+    import ``function`` by name."""
     check_size("workers", workers)
-    order = sorted(range(len(arguments)), key=lambda i: -cost(arguments[i]) if cost else 0)
+    order = sorted(
+        range(len(arguments)), key=lambda i: -cost(arguments[i]) if cost else 0
+    )
     results = {}
-    with multiprocessing.get_context("spawn").Pool(workers, initializer=_one_thread) as pool:
-        for index, result in pool.imap_unordered(_indexed, [(function, i, arguments[i]) for i in order]):
+    with multiprocessing.get_context("spawn").Pool(
+        workers, initializer=_one_thread
+    ) as pool:
+        for index, result in pool.imap_unordered(
+            _indexed, [(function, i, arguments[i]) for i in order]
+        ):
             results[index] = result
             if on_result is not None:
                 on_result(len(results), arguments[index], result)
@@ -50,13 +68,18 @@ def map_in_workers(function: Callable, arguments: Sequence, workers: int = 2, co
 
 
 @contextlib.contextmanager
-def in_background(function: Callable, argument) -> Iterator[multiprocessing.pool.AsyncResult]:
-    """Compute ``function(argument)`` on one worker process of one torch thread while the ``with`` block runs here, on
-    one thread too: two small jobs side by side instead of in turn. Yields the job; ``job.get()`` returns its result
-    (or raises its error). Leaving the block waits for the job; an error in the block stops it instead, so an
-    interrupted cell leaves nothing running. ``function`` and ``argument`` must pickle, as for ``map_in_workers``."""
+def in_background(
+    function: Callable, argument
+) -> Iterator[multiprocessing.pool.AsyncResult]:
+    """Compute ``function(argument)`` on one worker process of one torch thread while
+    the ``with`` block runs here, on one thread too: two small jobs side by side instead
+    of in turn. Yields the job; ``job.get()`` returns its result (or raises its error).
+    Leaving the block waits for the job; an error in the block stops it instead, so an
+    interrupted cell leaves nothing running. ``function`` and ``argument`` must pickle,
+    as for ``map_in_workers``."""
     threads = torch.get_num_threads()
-    with multiprocessing.get_context("spawn").Pool(1, initializer=_one_thread) as pool:  # leaving it ends the worker
+    # leaving it ends the worker
+    with multiprocessing.get_context("spawn").Pool(1, initializer=_one_thread) as pool:
         job = pool.apply_async(function, (argument,))
         torch.set_num_threads(1)
         try:

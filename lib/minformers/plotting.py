@@ -1,12 +1,13 @@
-"""One plotting style for the whole book, readable in the site's light and dark themes and at its column width.
+"""One plotting style for the whole book, readable in the site's light and dark themes
+and at its column width.
 
-Backgrounds are transparent, so the page colour shows through; text, axes and lines use mid tones
-that keep enough contrast on white and on near-black.
+Backgrounds are transparent, so the page colour shows through; text, axes and lines use
+mid tones that keep enough contrast on white and on near-black.
 
-A figure is drawn at most as wide as the site's text column (COLUMN_INCHES at DPI dots per inch is the
-column's width in CSS pixels), so the site shows it at its drawn size and a 9-point label reads as 9
-points. Notebooks show it at twice the pixels and half the size ("retina"), so it stays sharp when
-enlarged.
+A figure is drawn at most as wide as the site's text column (COLUMN_INCHES at DPI dots
+per inch is the column's width in CSS pixels), so the site shows it at its drawn size
+and a 9-point label reads as 9 points. Notebooks show it at twice the pixels and half
+the size ("retina"), so it stays sharp when enlarged.
 
     >>> fig, ax = figure(height=3.5)
     >>> lines = ax.plot([0, 100, 200], [4.2, 2.9, 2.5], label="train")
@@ -18,14 +19,29 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 from cycler import cycler
 
-DPI = 96  # CSS pixels per inch: at this resolution a point on the figure is a point on the page
-COLUMN_INCHES = 7.0  # the site's text column: 676 CSS px in a 1,280 px window, 772 at 1,400 (tests/test_browser.py)
-MAX_COLUMNS = 3  # panels side by side; more make each too narrow to label at MIN_FONT_POINTS
+# CSS pixels per inch: at this resolution a point on the figure is a point on the page
+DPI = 96
+# the site's text column: 676 CSS px in a 1,280 px window, 772 at 1,400
+# (tests/test_browser.py)
+COLUMN_INCHES = 7.0
+# panels side by side; more make each too narrow to label at MIN_FONT_POINTS
+MAX_COLUMNS = 3
 MIN_FONT_POINTS = 9
 
-INK = "#868686"  # mid grey: WCAG contrast 3.6:1 on white and 5.2:1 on #111111, so it reads on both
-# Mid-tone hues, each with contrast >= 2.9:1 on white and >= 4.8:1 on #111111 (neither pastel nor dark).
-COLORS = ["#4a90d9", "#e07b1a", "#3d9e58", "#e0504f", "#a071cf", "#b8931a", "#2e9f98", "#d0609c"]
+# mid grey: WCAG contrast 3.6:1 on white and 5.2:1 on #111111, so it reads on both
+INK = "#868686"
+# Mid-tone hues, each with contrast >= 2.9:1 on white and >= 4.8:1 on #111111 (neither
+# pastel nor dark).
+COLORS = [
+    "#4a90d9",
+    "#e07b1a",
+    "#3d9e58",
+    "#e0504f",
+    "#a071cf",
+    "#b8931a",
+    "#2e9f98",
+    "#d0609c",
+]
 
 STYLE = {
     "figure.facecolor": "none",
@@ -60,7 +76,8 @@ STYLE = {
 
 
 def use_style() -> None:
-    """Apply the book's style to every figure created afterwards (and sharp figures in Jupyter)."""
+    """Apply the book's style to every figure created afterwards (and sharp figures in
+    Jupyter)."""
     mpl.rcParams.update(STYLE)
     try:
         from IPython import get_ipython
@@ -71,24 +88,37 @@ def use_style() -> None:
         set_matplotlib_formats("retina")
 
 
-def figure(nrows: int = 1, ncols: int = 1, height: float | None = None, width: float = COLUMN_INCHES):
-    """New figure in the book's style, ``width`` and ``height`` in inches for the whole figure.
+def figure(
+    nrows: int = 1,
+    ncols: int = 1,
+    height: float | None = None,
+    width: float = COLUMN_INCHES,
+):
+    """New figure in the book's style, ``width`` and ``height`` in inches for the whole
+    figure.
 
-    The width is at most the column's; the height defaults to 3.4 inches a row.
-    Returns (fig, axes) as ``plt.subplots`` does: a single Axes for 1 x 1, else an array of them.
+    The width is at most the column's; the height defaults to 3.4 inches a row. Returns
+    (fig, axes) as ``plt.subplots`` does: a single Axes for 1 x 1, else an array of
+    them.
     """
     if width > COLUMN_INCHES:
-        raise ValueError(f"width {width} in is wider than the page's column ({COLUMN_INCHES} in): the site would "
-                         "shrink the figure and its labels; use more rows instead")
+        raise ValueError(
+            f"width {width} in is wider than the page's column ({COLUMN_INCHES} in): "
+            "the site would shrink the figure and its labels; use more rows instead"
+        )
     if ncols > MAX_COLUMNS:
-        raise ValueError(f"{ncols} panels side by side are too narrow to read; use at most {MAX_COLUMNS} a row")
+        raise ValueError(
+            f"{ncols} panels side by side are too narrow to read; use at most "
+            f"{MAX_COLUMNS} a row"
+        )
     use_style()
     height = 3.4 * nrows if height is None else height
     return plt.subplots(nrows, ncols, figsize=(width, height), layout="constrained")
 
 
 def label(ax, title: str, xlabel: str, ylabel: str):
-    """Set title and axis labels together (so none is forgotten); add a legend if anything is labelled."""
+    """Set title and axis labels together (so none is forgotten); add a legend if
+    anything is labelled."""
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -98,5 +128,6 @@ def label(ax, title: str, xlabel: str, ylabel: str):
 
 
 def legend_outside(ax):
-    """The panel's legend to its right, off the data (constrained layout narrows the panel to make room)."""
+    """The panel's legend to its right, off the data (constrained layout narrows the
+    panel to make room)."""
     return ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)

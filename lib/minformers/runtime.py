@@ -1,10 +1,13 @@
-"""Reproducible, right-sized runs: one seed per page, printed, and a deliberate thread count.
+"""Reproducible, right-sized runs: one seed per page, printed, and a deliberate thread
+count.
 
-The course machines have 2 cores. ``make bench`` (benchmarks/bench_threads.py) times every kind of model the pages
-train on 1 and on 2 threads: 2 win for each, a training step 1.3-1.8x faster. So every page runs on 2 threads
-(``DEFAULT_THREADS``), or on fewer where the machine has fewer cores; the exception is work split across processes
-(the scaling sweep's two workers, the distributed page's two ranks), where each process takes one thread.
-The environment variable MINFORMERS_THREADS overrides the default: `make test` sets it to 1 for its two test workers.
+The course machines have 2 cores. ``make bench`` (benchmarks/bench_threads.py) times
+every kind of model the pages train on 1 and on 2 threads: 2 win for each, a training
+step 1.3-1.8x faster. So every page runs on 2 threads (``DEFAULT_THREADS``), or on fewer
+where the machine has fewer cores; the exception is work split across processes (the
+scaling sweep's two workers, the distributed page's two ranks), where each process takes
+one thread. The environment variable MINFORMERS_THREADS overrides the default: `make
+test` sets it to 1 for its two test workers.
 """
 
 import os
@@ -17,23 +20,28 @@ import torch
 
 from minformers.validation import check_size
 
-DEFAULT_THREADS = int(os.environ.get("MINFORMERS_THREADS", min(2, os.cpu_count() or 1)))  # see the docstring
+# see the docstring
+DEFAULT_THREADS = int(os.environ.get("MINFORMERS_THREADS", min(2, os.cpu_count() or 1)))
 
-# In a notebook without ipywidgets, tqdm.auto warns and falls back to a text progress bar. The text bar is
-# what we want (it also renders on the website), so the warning is only noise in every page's output.
+# In a notebook without ipywidgets, tqdm.auto warns and falls back to a text progress
+# bar. The text bar is what we want (it also renders on the website), so the warning is
+# only noise in every page's output.
 warnings.filterwarnings("ignore", message="IProgress not found")
 
 
 def default_device() -> str:
-    """Return "cuda" when a GPU is visible, else "cpu". Nothing in the course needs a GPU."""
+    """Return "cuda" when a GPU is visible, else "cpu". Nothing in the course needs a
+    GPU."""
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def seed_everything(seed: int, threads: int | None = None) -> dict:
-    """Seed Python's ``random``, NumPy and torch (all devices), set the torch thread count, print one line.
+    """Seed Python's ``random``, NumPy and torch (all devices), set the torch thread
+    count, print one line.
 
-    Deterministic algorithms are left at torch's default (off): CPU kernels are deterministic for a
-    fixed thread count anyway, and forcing it would reject some CUDA kernels.
+    Deterministic algorithms are left at torch's default (off): CPU kernels are
+    deterministic for a fixed thread count anyway, and forcing it would reject some CUDA
+    kernels.
 
     >>> info = seed_everything(0, threads=1)  # doctest: +ELLIPSIS
     seed 0 | torch ... | 1 thread(s) | ...
@@ -54,14 +62,19 @@ def seed_everything(seed: int, threads: int | None = None) -> dict:
         "threads": torch.get_num_threads(),
         "device": default_device(),
     }
-    print(f"seed {seed} | torch {info['torch']} | {info['threads']} thread(s) | {info['device']}")
+    print(
+        f"seed {seed} | torch {info['torch']} | {info['threads']} thread(s) | "
+        f"{info['device']}"
+    )
     return info
 
 
 def log(line: str) -> None:
-    """Print a line of progress (a training step's losses, a resumed run, a finished sweep run) to stderr.
+    """Print a line of progress (a training step's losses, a resumed run, a finished
+    sweep run) to stderr.
 
-    A notebook shows it as it comes; the book's pages leave stderr out (`stderr_output: remove` in _config.yml), so
-    the site shows results rather than the build's own talk. The executed notebook a page offers keeps it.
+    A notebook shows it as it comes; the book's pages leave stderr out (`stderr_output:
+    remove` in _config.yml), so the site shows results rather than the build's own talk.
+    The executed notebook a page offers keeps it.
     """
     print(line, file=sys.stderr, flush=True)

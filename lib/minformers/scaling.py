@@ -1,21 +1,28 @@
-"""Scaling laws: what a GPT costs to train, and power laws fitted to the losses of a sweep.
+"""Scaling laws: what a GPT costs to train, and power laws fitted to the losses of a
+sweep.
 
-Compute. A training step multiplies every token by every weight matrix three times (forward, and twice backward:
-once for the activations' gradient, once for the weights'), 2 FLOPs per multiply-add, hence Kaplan et al.'s
-C ~ 6ND for N parameters and D tokens. ``training_flops_per_token`` adds what 6N leaves out at small scale: the
-output layer (C x V) and attention's scores and weighted sum, which grow with the context T.
+Compute. A training step multiplies every token by every weight matrix three times
+(forward, and twice backward: once for the activations' gradient, once for the
+weights'), 2 FLOPs per multiply-add, hence Kaplan et al.'s C ~ 6ND for N parameters and
+D tokens. ``training_flops_per_token`` adds what 6N leaves out at small scale: the
+output layer (C x V) and attention's scores and weighted sum, which grow with the
+context T.
 
-Fits. Following Hoffmann et al. (2022), a law is fitted in log space with a Huber loss (robust to a stray run):
+Fits. Following Hoffmann et al. (2022), a law is fitted in log space with a Huber loss
+(robust to a stray run):
 
     L(N)    = E + A / N^alpha
     L(D)    = E + B / D^beta
     L(N, D) = E + A / N^alpha + B / D^beta
 
-with E = exp(e), A = exp(a), B = exp(b), so that log L-hat is a log-sum-exp of linear terms. Many starting points are
-optimised at once (the problem has local minima), the best is polished with L-BFGS, and a bootstrap over runs gives
-the parameters' uncertainty. From the joint law and C = 6ND, the compute-optimal split of a budget C is closed form.
+with E = exp(e), A = exp(a), B = exp(b), so that log L-hat is a log-sum-exp of linear
+terms. Many starting points are optimised at once (the problem has local minima), the
+best is polished with L-BFGS, and a bootstrap over runs gives the parameters'
+uncertainty. From the joint law and C = 6ND, the compute-optimal split of a budget C is
+closed form.
 
-    >>> law = JointLaw(E=1.69, A=406.4, alpha=0.34, B=410.7, beta=0.28)  # Hoffmann et al.'s fit
+    >>> # Hoffmann et al.'s fit
+    >>> law = JointLaw(E=1.69, A=406.4, alpha=0.34, B=410.7, beta=0.28)
     >>> n, d = law.compute_optimal(5.76e23)  # Chinchilla's budget
     >>> f"{n:.1e} parameters, {d:.1e} tokens"
     '3.2e+10 parameters, 3.0e+12 tokens'
@@ -29,18 +36,24 @@ import torch
 
 from minformers.gpt import GPTConfig
 
-HUBER_DELTA = 1e-3  # Hoffmann et al.'s delta: residuals of log L above 0.1% count linearly, not squared
+# Hoffmann et al.'s delta: residuals of log L above 0.1% count linearly, not squared
+HUBER_DELTA = 1e-3
 
 
 def non_embedding_parameters(config: GPTConfig) -> int:
-    """Kaplan et al.'s N: the parameters of the transformer blocks and final norm, without the token and position
-    embeddings (which cost a lookup, not a matrix product).
+    """Kaplan et al.'s N: the parameters of the transformer blocks and final norm,
+    without the token and position embeddings (which cost a lookup, not a matrix
+    product).
 
-    >>> non_embedding_parameters(GPTConfig(n_layers=1, d_model=4, n_heads=1, d_ff=16, vocab_size=10, max_len=8))
+    >>> non_embedding_parameters(
+    ...     GPTConfig(
+    ...         n_layers=1, d_model=4, n_heads=1, d_ff=16, vocab_size=10, max_len=8
+    ...     )
+    ... )
     252
 
-    That is 4 x (4 x 4 + 4) for attention's projections, 4 x 16 + 16 + 16 x 4 + 4 for the feed-forward, and
-    2 x 8 + 8 for three LayerNorms' gains and shifts.
+    That is 4 x (4 x 4 + 4) for attention's projections, 4 x 16 + 16 + 16 x 4 + 4 for
+    the feed-forward, and 2 x 8 + 8 for three LayerNorms' gains and shifts.
     """
     d, f = config.d_model, config.d_ff
     attention = 4 * (d * d + d)
@@ -50,20 +63,30 @@ def non_embedding_parameters(config: GPTConfig) -> int:
 
 
 def training_flops_per_token(config: GPTConfig, context: int | None = None) -> int:
-    """FLOPs of one training step per token, as our GPT computes them (``measure.training_flops`` counts the same):
+    """FLOPs of one training step per token, as our GPT computes them
+    (``measure.training_flops`` counts the same):
 
-        6 x (matrix weights of the blocks + the tied output layer's C x V)   the 6N of Kaplan et al.
-      + 6 x 2 x n_layers x T x C                                           attention: scores and weighted sum
+        6 x (matrix weights of the blocks + the tied output layer's C x V)   the 6N of
+        Kaplan et al.
+      + 6 x 2 x n_layers x T x C                                           attention:
+      scores and weighted sum
 
-    Attention computes all T x T scores and masks the future afterwards, so it is counted for the full context;
-    Kaplan et al. count half, for a kernel that skips the masked half. Biases, norms and softmax are left out.
+    Attention computes all T x T scores and masks the future afterwards, so it is
+    counted for the full context; Kaplan et al. count half, for a kernel that skips the
+    masked half. Biases, norms and softmax are left out.
 
-    >>> training_flops_per_token(GPTConfig(n_layers=1, d_model=4, n_heads=1, d_ff=16, vocab_size=10, max_len=8))
+    >>> training_flops_per_token(
+    ...     GPTConfig(
+    ...         n_layers=1, d_model=4, n_heads=1, d_ff=16, vocab_size=10, max_len=8
+    ...     )
+    ... )
     1776
     """
     T = config.max_len if context is None else context
     d = config.d_model
-    matrices = config.n_layers * (4 * d * d + 2 * d * config.d_ff) + d * config.vocab_size
+    matrices = (
+        config.n_layers * (4 * d * d + 2 * d * config.d_ff) + d * config.vocab_size
+    )
     attention = config.n_layers * 2 * T * d
     return 6 * (matrices + attention)
 
@@ -71,17 +94,23 @@ def training_flops_per_token(config: GPTConfig, context: int | None = None) -> i
 def _positive_array(name: str, values) -> np.ndarray:
     array = np.asarray(values, dtype=np.float64)
     if array.ndim != 1 or not np.all(np.isfinite(array)) or not np.all(array > 0):
-        raise ValueError(f"{name} must be a 1-D sequence of positive finite numbers, got {values!r}")
+        raise ValueError(
+            f"{name} must be a 1-D sequence of positive finite numbers, got {values!r}"
+        )
     return array
 
 
 @dataclass(frozen=True)
 class PowerLaw:
-    """L(x) = E + A / x^alpha: loss against one resource x (parameters N, or tokens D) with the other plentiful."""
+    """L(x) = E + A / x^alpha: loss against one resource x (parameters N, or tokens D)
+    with the other plentiful."""
 
-    E: float  # the irreducible loss: what no amount of x removes (the text's entropy, plus other limits)
+    # the irreducible loss: what no amount of x removes (the text's entropy, plus other
+    # limits)
+    E: float
     A: float  # scale of the reducible part
-    alpha: float  # how fast the reducible part shrinks: doubling x multiplies it by 2^-alpha
+    # how fast the reducible part shrinks: doubling x multiplies it by 2^-alpha
+    alpha: float
 
     def __call__(self, x):
         return self.E + self.A / np.asarray(x, dtype=np.float64) ** self.alpha
@@ -102,21 +131,26 @@ class JointLaw:
         return self.E + self.A / n**self.alpha + self.B / d**self.beta
 
     def compute_optimal(self, compute):
-        """(N*, D*) minimising L(N, D) under 6ND = ``compute`` (Hoffmann et al.'s eq. 4):
+        """(N*, D*) minimising L(N, D) under 6ND = ``compute`` (Hoffmann et al.'s eq.
+        4):
 
-            N* = G (C/6)^a,  D* = (C/6)^b / G,  G = (alpha A / (beta B))^(1/(alpha+beta)),
-            a = beta / (alpha + beta),  b = alpha / (alpha + beta).
+        N* = G (C/6)^a,  D* = (C/6)^b / G,  G = (alpha A / (beta B))^(1/(alpha+beta)),
+        a = beta / (alpha + beta),  b = alpha / (alpha + beta).
         """
         budget = np.asarray(compute, dtype=np.float64) / 6
         if not np.all(budget > 0):
             raise ValueError(f"compute must be > 0, got {compute!r}")
         total = self.alpha + self.beta
         scale = (self.alpha * self.A / (self.beta * self.B)) ** (1 / total)
-        return scale * budget ** (self.beta / total), budget ** (self.alpha / total) / scale
+        return scale * budget ** (self.beta / total), budget ** (
+            self.alpha / total
+        ) / scale
 
     def allocation_exponents(self) -> tuple[float, float]:
         """(a, b) in N* ~ C^a and D* ~ C^b; they add up to 1."""
-        return self.beta / (self.alpha + self.beta), self.alpha / (self.alpha + self.beta)
+        return self.beta / (self.alpha + self.beta), self.alpha / (
+            self.alpha + self.beta
+        )
 
 
 def _huber(residual: torch.Tensor, delta: float) -> torch.Tensor:
@@ -124,49 +158,98 @@ def _huber(residual: torch.Tensor, delta: float) -> torch.Tensor:
     return torch.where(small, 0.5 * residual**2, delta * (residual.abs() - 0.5 * delta))
 
 
-def _objective(params: torch.Tensor, logs: list[torch.Tensor], log_loss: torch.Tensor, weights: torch.Tensor,
-               delta: float) -> torch.Tensor:
-    """Weighted Huber loss of log L-hat - log L for each row of ``params`` (S, 1 + 2K): e, then (a, alpha) per
-    resource, with ``weights`` (S, n) per run. Returns (S,): S independent problems, optimised together."""
+def _objective(
+    params: torch.Tensor,
+    logs: list[torch.Tensor],
+    log_loss: torch.Tensor,
+    weights: torch.Tensor,
+    delta: float,
+) -> torch.Tensor:
+    """Weighted Huber loss of log L-hat - log L for each row of ``params`` (S, 1 + 2K):
+    e, then (a, alpha) per resource, with ``weights`` (S, n) per run. Returns (S,): S
+    independent problems, optimised together."""
     terms = [params[:, :1]]  # (S, 1): log E
     for k, log_x in enumerate(logs):  # each (n,): log N or log D
-        terms.append(params[:, 1 + 2 * k, None] - params[:, 2 + 2 * k, None] * log_x)  # (S, n): log(A / x^alpha)
-    predicted = torch.logsumexp(torch.stack(torch.broadcast_tensors(*terms)), dim=0)  # (S, n)
+        # (S, n): log(A / x^alpha)
+        terms.append(params[:, 1 + 2 * k, None] - params[:, 2 + 2 * k, None] * log_x)
+    # (S, n)
+    predicted = torch.logsumexp(torch.stack(torch.broadcast_tensors(*terms)), dim=0)
     return (weights * _huber(predicted - log_loss, delta)).sum(dim=1)
 
 
-def _starting_point(resources: list[np.ndarray], loss: np.ndarray, delta: float,
-                    weights: np.ndarray | None = None) -> torch.Tensor:
-    """Where to start L-BFGS: for fixed exponents the law is linear in E, A and B, so try every exponent on a grid
-    (0.02 to 1.5), solve least squares for the scales (each run weighted by 1 / loss, i.e. in relative error), and
-    keep the combination whose Huber objective in log space is lowest. The problem has local minima, and a grid over
-    exponents covers them without a grid over scales."""
+def _starting_point(
+    resources: list[np.ndarray],
+    loss: np.ndarray,
+    delta: float,
+    weights: np.ndarray | None = None,
+) -> torch.Tensor:
+    """Where to start L-BFGS: for fixed exponents the law is linear in E, A and B, so
+    try every exponent on a grid (0.02 to 1.5), solve least squares for the scales (each
+    run weighted by 1 / loss, i.e. in relative error), and keep the combination whose
+    Huber objective in log space is lowest. The problem has local minima, and a grid
+    over exponents covers them without a grid over scales."""
     grid = np.linspace(0.02, 1.5, 75)
-    exponents = np.array(np.meshgrid(*[grid] * len(resources), indexing="ij")).reshape(len(resources), -1).T  # (P, K)
+    # (P, K)
+    exponents = (
+        np.array(np.meshgrid(*[grid] * len(resources), indexing="ij"))
+        .reshape(len(resources), -1)
+        .T
+    )
     columns = [np.ones((len(exponents), len(loss)))]
     for k, x in enumerate(resources):
-        columns.append(x[None, :] ** -exponents[:, k, None])  # (P, n): x^-exponent for every candidate
-    weights = np.ones(len(loss)) if weights is None else np.asarray(weights, dtype=np.float64)
-    scale = np.sqrt(weights) / loss  # each row in relative error, and counted as often as its weight says
+        # (P, n): x^-exponent for every candidate
+        columns.append(x[None, :] ** -exponents[:, k, None])
+    weights = (
+        np.ones(len(loss)) if weights is None else np.asarray(weights, dtype=np.float64)
+    )
+    # each row in relative error, and counted as often as its weight says
+    scale = np.sqrt(weights) / loss
     design = np.stack(columns, axis=2) * scale[None, :, None]  # (P, n, 1 + K)
-    target = torch.from_numpy(np.broadcast_to(np.sqrt(weights)[None, :, None], (len(exponents), len(loss), 1)).copy())
-    scales = torch.linalg.lstsq(torch.from_numpy(design), target).solution[..., 0].numpy()  # (P, 1 + K)
-    scales = np.clip(scales, 1e-8, None)  # a negative scale has no log: start it near 0 instead
+    target = torch.from_numpy(
+        np.broadcast_to(
+            np.sqrt(weights)[None, :, None], (len(exponents), len(loss), 1)
+        ).copy()
+    )
+    # (P, 1 + K)
+    scales = (
+        torch.linalg.lstsq(torch.from_numpy(design), target).solution[..., 0].numpy()
+    )
+    # a negative scale has no log: start it near 0 instead
+    scales = np.clip(scales, 1e-8, None)
     params = [np.log(scales[:, 0])]
     for k in range(len(resources)):
         params += [np.log(scales[:, 1 + k]), exponents[:, k]]
     params = torch.from_numpy(np.stack(params, axis=1))  # (P, 1 + 2K)
     logs = [torch.from_numpy(np.log(x)) for x in resources]
-    objectives = _objective(params, logs, torch.from_numpy(np.log(loss)), torch.from_numpy(weights)[None], delta)
+    objectives = _objective(
+        params,
+        logs,
+        torch.from_numpy(np.log(loss)),
+        torch.from_numpy(weights)[None],
+        delta,
+    )
     return params[torch.nan_to_num(objectives, nan=math.inf).argmin()]
 
 
-def _polish(start: torch.Tensor, logs, log_loss, weights: torch.Tensor, delta: float,
-            max_iter: int = 500) -> torch.Tensor:
-    """L-BFGS from one starting point, with one weight per run, to full precision (or ``max_iter`` iterations)."""
+def _polish(
+    start: torch.Tensor,
+    logs,
+    log_loss,
+    weights: torch.Tensor,
+    delta: float,
+    max_iter: int = 500,
+) -> torch.Tensor:
+    """L-BFGS from one starting point, with one weight per run, to full precision (or
+    ``max_iter`` iterations)."""
     params = start.clone().requires_grad_(True)
-    optimizer = torch.optim.LBFGS([params], lr=1.0, max_iter=max_iter, tolerance_grad=1e-12, tolerance_change=1e-14,
-                                  line_search_fn="strong_wolfe")
+    optimizer = torch.optim.LBFGS(
+        [params],
+        lr=1.0,
+        max_iter=max_iter,
+        tolerance_grad=1e-12,
+        tolerance_change=1e-14,
+        line_search_fn="strong_wolfe",
+    )
 
     def closure():
         optimizer.zero_grad()
@@ -181,22 +264,37 @@ def _polish(start: torch.Tensor, logs, log_loss, weights: torch.Tensor, delta: f
 def _fit(resources: list[np.ndarray], loss: np.ndarray, delta: float) -> torch.Tensor:
     logs = [torch.from_numpy(np.log(x)) for x in resources]
     start = _starting_point(resources, loss, delta)
-    return _polish(start, logs, torch.from_numpy(np.log(loss)), torch.ones(len(loss), dtype=torch.float64), delta)
+    return _polish(
+        start,
+        logs,
+        torch.from_numpy(np.log(loss)),
+        torch.ones(len(loss), dtype=torch.float64),
+        delta,
+    )
 
 
-def _checked(loss, *resources: tuple[str, object], n_parameters: int) -> tuple[np.ndarray, list[np.ndarray]]:
+def _checked(
+    loss, *resources: tuple[str, object], n_parameters: int
+) -> tuple[np.ndarray, list[np.ndarray]]:
     loss = _positive_array("loss", loss)
     arrays = [_positive_array(name, values) for name, values in resources]
     for (name, _), array in zip(resources, arrays, strict=True):
         if len(array) != len(loss):
-            raise ValueError(f"{name} and loss must have the same length, got {len(array)} and {len(loss)}")
+            raise ValueError(
+                f"{name} and loss must have the same length, got {len(array)} and "
+                f"{len(loss)}"
+            )
     if len(loss) <= n_parameters:
-        raise ValueError(f"need more than {n_parameters} runs to fit {n_parameters} parameters, got {len(loss)}")
+        raise ValueError(
+            f"need more than {n_parameters} runs to fit {n_parameters} parameters, got "
+            f"{len(loss)}"
+        )
     return loss, arrays
 
 
 def _as_law(law_class, params: list[float]):
-    """Parameters in the fitted space (log E, then log scale and exponent per resource) -> a law."""
+    """Parameters in the fitted space (log E, then log scale and exponent per resource)
+    -> a law."""
     e, *pairs = params
     names = [field.name for field in fields(law_class)][1:]
     values = {"E": math.exp(e)}
@@ -207,14 +305,18 @@ def _as_law(law_class, params: list[float]):
 
 def _as_params(law) -> list[float]:
     values = [getattr(law, field.name) for field in fields(law)]
-    return [math.log(values[0])] + [math.log(v) if i % 2 == 0 else v for i, v in enumerate(values[1:])]
+    return [math.log(values[0])] + [
+        math.log(v) if i % 2 == 0 else v for i, v in enumerate(values[1:])
+    ]
 
 
 def fit_power_law(x, loss, delta: float = HUBER_DELTA) -> PowerLaw:
     """Fit L(x) = E + A / x^alpha to (x, loss) pairs.
 
     >>> x = [1e3, 1e4, 1e5, 1e6]
-    >>> law = fit_power_law(x, PowerLaw(E=1.5, A=20.0, alpha=0.35)(x) * [1.001, 0.999, 1.0, 1.0])
+    >>> law = fit_power_law(
+    ...     x, PowerLaw(E=1.5, A=20.0, alpha=0.35)(x) * [1.001, 0.999, 1.0, 1.0]
+    ... )
     >>> round(law.alpha, 2), round(law.E, 2)
     (0.35, 1.5)
     """
@@ -223,30 +325,57 @@ def fit_power_law(x, loss, delta: float = HUBER_DELTA) -> PowerLaw:
 
 
 def fit_joint_law(n, d, loss, delta: float = HUBER_DELTA) -> JointLaw:
-    """Fit L(N, D) = E + A / N^alpha + B / D^beta to runs of N parameters trained on D tokens."""
+    """Fit L(N, D) = E + A / N^alpha + B / D^beta to runs of N parameters trained on D
+    tokens."""
     loss, (n, d) = _checked(loss, ("n", n), ("d", d), n_parameters=5)
     return _as_law(JointLaw, _fit([n, d], loss, delta).tolist())
 
 
-def bootstrap(law, resources: list, loss, samples: int = 200, seed: int = 0, delta: float = HUBER_DELTA,
-              max_iter: int = 100) -> dict[str, np.ndarray]:
-    """The spread of a fit's parameters: refit ``samples`` times on the runs drawn with replacement (each draw gives
-    a run a weight: how often it was drawn). Each refit starts from the better of ``law`` (the fit on all runs) and the
-    grid's best point for the resampled runs, so a resample may leave the full fit's basin. Returns {parameter name:
-    array of its ``samples`` refitted values}.
+def bootstrap(
+    law,
+    resources: list,
+    loss,
+    samples: int = 200,
+    seed: int = 0,
+    delta: float = HUBER_DELTA,
+    max_iter: int = 100,
+) -> dict[str, np.ndarray]:
+    """The spread of a fit's parameters: refit ``samples`` times on the runs drawn with
+    replacement (each draw gives a run a weight: how often it was drawn). Each refit
+    starts from the better of ``law`` (the fit on all runs) and the grid's best point
+    for the resampled runs, so a resample may leave the full fit's basin. Returns
+    {parameter name: array of its ``samples`` refitted values}.
 
     ``resources`` is [x] for a PowerLaw and [n, d] for a JointLaw.
     """
-    loss, arrays = _checked(loss, *((f"resources[{i}]", r) for i, r in enumerate(resources)),
-                            n_parameters=len(fields(law)))
+    loss, arrays = _checked(
+        loss,
+        *((f"resources[{i}]", r) for i, r in enumerate(resources)),
+        n_parameters=len(fields(law)),
+    )
     rng = np.random.default_rng(seed)
-    draws = rng.multinomial(len(loss), np.full(len(loss), 1 / len(loss)), size=samples)  # (S, n) counts
-    logs, log_loss = [torch.from_numpy(np.log(x)) for x in arrays], torch.from_numpy(np.log(loss))
+    # (S, n) counts
+    draws = rng.multinomial(len(loss), np.full(len(loss), 1 / len(loss)), size=samples)
+    logs, log_loss = (
+        [torch.from_numpy(np.log(x)) for x in arrays],
+        torch.from_numpy(np.log(loss)),
+    )
     fitted = torch.tensor(_as_params(law), dtype=torch.float64)
     refits = []
     for counts in draws:
         weights = torch.from_numpy(counts).double()
-        starts = torch.stack([fitted, _starting_point(arrays, loss, delta, counts)])  # (2, 1 + 2K)
-        start = starts[_objective(starts, logs, log_loss, weights[None], delta).argmin()]
-        refits.append(_as_law(type(law), _polish(start, logs, log_loss, weights, delta, max_iter).tolist()))
-    return {field.name: np.array([getattr(refit, field.name) for refit in refits]) for field in fields(law)}
+        # (2, 1 + 2K)
+        starts = torch.stack([fitted, _starting_point(arrays, loss, delta, counts)])
+        start = starts[
+            _objective(starts, logs, log_loss, weights[None], delta).argmin()
+        ]
+        refits.append(
+            _as_law(
+                type(law),
+                _polish(start, logs, log_loss, weights, delta, max_iter).tolist(),
+            )
+        )
+    return {
+        field.name: np.array([getattr(refit, field.name) for refit in refits])
+        for field in fields(law)
+    }

@@ -1,11 +1,14 @@
-"""Shakespeare as characters: the corpus that the GPT page trains on (with ``language_modeling.train_language_model``),
-that later pages start from (generation), and on which the modern-decoder page trains a Llama-style decoder with
-exactly the same data and budget.
+"""Shakespeare as characters: the corpus that the GPT page trains on (with
+``language_modeling.train_language_model``), that later pages start from (generation),
+and on which the modern-decoder page trains a Llama-style decoder with exactly the same
+data and budget.
 
-    corpus = shakespeare_characters()             # 84 characters; every seventh work held out
-    model, history = train_language_model(corpus)  # trained, or loaded from this build's checkpoint
+    corpus = shakespeare_characters()             # 84 characters; every seventh work
+    held out model, history = train_language_model(corpus)  # trained, or loaded from
+    this build's checkpoint
 
-Each evaluation of that recipe writes a sample from the prompt "ROMEO:", kept in ``history.text["sample"]``.
+Each evaluation of that recipe writes a sample from the prompt "ROMEO:", kept in
+``history.text["sample"]``.
 
     >>> corpus = shakespeare_characters()
     >>> corpus.tokenizer.vocab_size, corpus.held_out[:2]
@@ -20,7 +23,12 @@ import torch
 
 from minformers import data
 from minformers.generation import generate
-from minformers.language_modeling import CharTokenizer, LMRun, TextCorpus, train_language_model
+from minformers.language_modeling import (
+    CharTokenizer,
+    LMRun,
+    TextCorpus,
+    train_language_model,
+)
 from minformers.train import History
 
 PROMPT = "ROMEO:\n"
@@ -28,33 +36,52 @@ PROMPT = "ROMEO:\n"
 
 @lru_cache(maxsize=1)
 def shakespeare_characters() -> TextCorpus:
-    """The 42 works as characters: the 36 training works concatenated, and the held-out ones (every seventh work in
-    alphabetical order, as in the tokenization chapter); the vocabulary is the characters of all 42."""
+    """The 42 works as characters: the 36 training works concatenated, and the held-out
+    ones (every seventh work in alphabetical order, as in the tokenization chapter); the
+    vocabulary is the characters of all 42."""
     works = data.shakespeare_works()
     held_out = sorted(works)[::7]
     train_text = "".join(text for name, text in works.items() if name not in held_out)
     validation_text = "".join(works[name] for name in held_out)
     tokenizer = CharTokenizer(train_text + validation_text)
-    return TextCorpus("shakespeare-chars", tokenizer, torch.tensor(tokenizer.encode(train_text)),
-                      torch.tensor(tokenizer.encode(validation_text)), held_out, PROMPT)
+    return TextCorpus(
+        "shakespeare-chars",
+        tokenizer,
+        torch.tensor(tokenizer.encode(train_text)),
+        torch.tensor(tokenizer.encode(validation_text)),
+        held_out,
+        PROMPT,
+    )
 
 
 def train_quietly(run: LMRun) -> History:
-    """Train ``run`` on these characters, or load it from this build's checkpoints, printing nothing: one of several
-    runs on worker processes (``parallel.map_in_workers``), whose lines would interleave."""
+    """Train ``run`` on these characters, or load it from this build's checkpoints,
+    printing nothing: one of several runs on worker processes
+    (``parallel.map_in_workers``), whose lines would interleave."""
     with contextlib.redirect_stderr(io.StringIO()):
         return train_language_model(shakespeare_characters(), run, progress=False)[1]
 
 
-def write_samples(options: dict, prompt: str, samples: int, length: int, seed: int) -> list[str]:
-    """``samples`` texts of ``length`` characters that the GPT page's model writes after ``prompt``, with
-    ``generation.generate``'s ``options`` (temperature, top_k, top_p) and the random draws of ``seed``: one setting
-    of the generation page's sweep, importable by name so that the settings can be shared out over
-    ``parallel.map_in_workers``. The model is loaded from this build's checkpoint (trained first, quietly, if there
-    is none)."""
+def write_samples(
+    options: dict, prompt: str, samples: int, length: int, seed: int
+) -> list[str]:
+    """``samples`` texts of ``length`` characters that the GPT page's model writes after
+    ``prompt``, with ``generation.generate``'s ``options`` (temperature, top_k, top_p)
+    and the random draws of ``seed``: one setting of the generation page's sweep,
+    importable by name so that the settings can be shared out over
+    ``parallel.map_in_workers``. The model is loaded from this build's checkpoint
+    (trained first, quietly, if there is none)."""
     corpus = shakespeare_characters()
     with contextlib.redirect_stderr(io.StringIO()):
         model = train_language_model(corpus, progress=False)[0]
-    batch = torch.tensor([corpus.tokenizer.encode(prompt)]).expand(samples, -1)  # one prompt, other draws per row
-    out = generate(model, batch, length, generator=torch.Generator().manual_seed(seed), use_cache=False, **options)
+    # one prompt, other draws per row
+    batch = torch.tensor([corpus.tokenizer.encode(prompt)]).expand(samples, -1)
+    out = generate(
+        model,
+        batch,
+        length,
+        generator=torch.Generator().manual_seed(seed),
+        use_cache=False,
+        **options,
+    )
     return [corpus.tokenizer.decode(row[batch.shape[1] :]) for row in out.tolist()]

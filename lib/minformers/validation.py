@@ -1,13 +1,15 @@
-"""Argument checks shared by every module, so each error names the argument and the limit the same way.
+"""Argument checks shared by every module, so each error names the argument and the
+limit the same way.
 
-    >>> check_size("n_heads", 0)
-    Traceback (most recent call last):
-    ValueError: n_heads must be >= 1, got 0
+>>> check_size("n_heads", 0)
+Traceback (most recent call last):
+ValueError: n_heads must be >= 1, got 0
 """
 
 
 def check_size(name: str, value, minimum: int = 1) -> int:
-    """Return ``value`` if it is an int >= ``minimum``; otherwise raise naming ``name``."""
+    """Return ``value`` if it is an int >= ``minimum``; otherwise raise naming
+    ``name``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if value < minimum:
