@@ -78,7 +78,8 @@ def scaled_dot_product_attention(
     """
     _check_attention_inputs(q, k, v, mask, dropout_p)
     # Dividing by sqrt(D) keeps the scores' variance near 1 whatever D is, so the
-    # softmax does not saturate. (..., T_q, D) @ (..., D, T_k) -> (..., T_q, T_k)
+    # softmax does not saturate.
+    # (..., T_q, D) @ (..., D, T_k) -> (..., T_q, T_k)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))

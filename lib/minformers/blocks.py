@@ -13,11 +13,10 @@ from torch import nn
 from minformers.attention import MultiHeadAttention
 from minformers.validation import check_size
 
-# exact erf form: BERT, and torch's TransformerEncoderLayer(activation="gelu")
-# the tanh approximation used by GPT-2
 ACTIVATIONS = {
+    # the exact erf form: BERT, and torch's TransformerEncoderLayer(activation="gelu")
     "gelu": nn.GELU,
-    "gelu_tanh": partial(nn.GELU, approximate="tanh"),
+    "gelu_tanh": partial(nn.GELU, approximate="tanh"),  # the approximation GPT-2 uses
     "relu": nn.ReLU,  # the original Transformer
 }
 

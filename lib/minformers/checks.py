@@ -280,7 +280,6 @@ def check_sinusoidal_positions(learner: Callable[[int, int], torch.Tensor]) -> N
     for _ in range(2):
         case = (draw.randint(1, 64), 2 * draw.randint(1, 16))
         cases.append(Case(f"random: {case[0]} positions, {case[1]} channels", case))
-    # float32 sin/cos of arguments up to 512, computed in a different order
     run_check(
         "check_sinusoidal_positions",
         learner,
@@ -288,6 +287,7 @@ def check_sinusoidal_positions(learner: Callable[[int, int], torch.Tensor]) -> N
         cases,
         blocked_functions=[positions.sinusoidal_positions],
         blocked_attributes=[(positions.SinusoidalPositions, "forward")],
+        # float32 sin/cos of arguments up to 512, computed in a different order
         atol=1e-4,
     )
 

@@ -372,9 +372,9 @@ def hf_gpt2_state_dict(ours) -> dict:
             f"transformer.h.{index}.",
         )
         projections = (attention.q_proj, attention.k_proj, attention.v_proj)
-        # (C, 3C)
         state |= {
             prefix + "ln_1.weight": layer.attention_norm.weight, prefix + "ln_1.bias": layer.attention_norm.bias,
+            # (C, 3C)
             prefix + "attn.c_attn.weight": torch.cat([p.weight for p in projections]).T,
             prefix + "attn.c_attn.bias": torch.cat([p.bias for p in projections]),
             prefix + "attn.c_proj.weight": attention.out_proj.weight.T,
@@ -640,7 +640,6 @@ def load_gguf_llama(path, reader=None):
     vocab_size = field("llama.vocab_size") or len(
         reader.fields["tokenizer.ggml.tokens"].data
     )
-    # no separate head: the embedding matrix serves both
     config = LlamaConfig(
         vocab_size=vocab_size,
         d_model=field("llama.embedding_length"),
@@ -657,6 +656,7 @@ def load_gguf_llama(path, reader=None):
         rms_norm_eps=float(
             str(np.float32(field("llama.attention.layer_norm_rms_epsilon")))
         ),
+        # no separate head: the embedding matrix serves both
         tie_embeddings="output.weight" not in tensors,
     )
     if field("llama.rope.dimension_count", config.head_dim) != config.head_dim:

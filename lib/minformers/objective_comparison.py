@@ -481,8 +481,7 @@ class ObjectiveRun:
                 )
                 for name, where in groups.items()
             }
-        # the samples training evaluates on
-        output = electra_forward(
+        output = electra_forward(  # on the samples training evaluates on
             model,
             held_out.input_ids,
             held_out.mlm_labels,

@@ -21,10 +21,12 @@ from collections.abc import Iterable
 import regex
 
 # GPT-2's pattern (Radford et al. 2019), tried left to right at each position:
-# the English contractions 's 't 're 've 'm 'll 'd; an optional space followed by
-# letters, or by digits, or by other symbols (so " world" is one piece); a whitespace
-# run not followed by a non-space, so that the run's last space goes with the next word;
-# any remaining whitespace.
+#   the English contractions 's 't 're 've 'm 'll 'd;
+#   an optional space followed by letters, or by digits, or by other symbols (so
+#     " world" is one piece);
+#   a whitespace run not followed by a non-space, so that the run's last space goes
+#     with the next word;
+#   any remaining whitespace.
 GPT2_PATTERN = (
     r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 )

@@ -53,10 +53,12 @@ from minformers.validation import check_size
 
 # The blocks whose ideographs BERT treats as one word each, since Chinese is written
 # without spaces. Japanese kana and Korean Hangul are not in them, so they stay inside
-# their words. CJK Unified Ideographs, ext. A-C ext. D, E; compatibility blocks
+# their words.
 CJK_RANGES = (
-    (0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
-    (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F),
+    (0x4E00, 0x9FFF), (0x3400, 0x4DBF),  # CJK Unified Ideographs and extension A
+    (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),  # extensions B, C, D
+    (0x2B820, 0x2CEAF),  # extension E
+    (0xF900, 0xFAFF), (0x2F800, 0x2FA1F),  # the compatibility blocks
 )  # fmt: skip
 
 # The roles a WordPieceTokenizer knows, besides unk, with BERT's tokens as defaults.
