@@ -1,5 +1,6 @@
 /* A figure drawn by a code cell opens at full size when clicked (loaded through html_js_files in _config.yml):
-   multi-panel figures are shrunk to fit the column, and more so on a phone. */
+   on a phone every figure is shrunk to the screen. Sphinx already links the numbered figures, whose images have a
+   set size, to their files; this links any other. */
 document.addEventListener("DOMContentLoaded", () => {
   document.querySelectorAll(".cell_output img").forEach((image) => {
     if (image.closest("a")) {
