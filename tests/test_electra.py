@@ -8,7 +8,7 @@ import transformers
 from minformers.bert import BertConfig
 from minformers.convert import hf_electra_state_dict
 from minformers.electra import Electra, electra_forward, generator_config
-from minformers.objectives import IGNORE, mask_tokens
+from minformers.objectives import IGNORE_INDEX, mask_tokens
 
 VOCAB = 60
 SPECIAL = [0, 1, 2, 3, 4]  # [PAD] [UNK] [CLS] [SEP] [MASK]
@@ -79,7 +79,7 @@ def test_no_gradient_flows_through_the_sampling(model, inputs):
 def test_labels_mark_exactly_the_replaced_positions(model, inputs):
     ids, attention_mask = inputs
     masked, labels = mask_tokens(ids, VOCAB, 4, SPECIAL, p=0.5, generator=torch.Generator().manual_seed(3))
-    chosen = labels != IGNORE
+    chosen = labels != IGNORE_INDEX
     # Make the generator sample one token almost surely, and plant that token as the original at a masked position:
     # there the sample equals the original, and the position must be labelled original (0).
     favourite = 7

@@ -28,7 +28,7 @@ from minformers.objective_comparison import (
     step_flops,
     t5_config,
 )
-from minformers.objectives import IGNORE, pad
+from minformers.objectives import IGNORE_INDEX, pad
 from minformers.scaling import training_flops_per_token
 from minformers.transformer import EncoderDecoder
 
@@ -98,7 +98,7 @@ def test_every_objective_reads_the_same_blocks_at_a_step(corpus):
     runs = {objective: ObjectiveRun(objective, batch_size=6) for objective in OBJECTIVES}
     batches = {objective: run.batches(corpus)(7) for objective, run in runs.items()}
     mlm = batches["MLM"]
-    original = torch.where(mlm.mlm_labels != IGNORE, mlm.mlm_labels, mlm.input_ids)
+    original = torch.where(mlm.mlm_labels != IGNORE_INDEX, mlm.mlm_labels, mlm.input_ids)
     # MLM and RTD train through pretrain_tiny_bert, which draws from their PretrainingRun: the same blocks and masks.
     for objective in ("MLM", "RTD"):
         theirs = runs[objective].bert_run().batches(corpus)(7)
@@ -282,7 +282,7 @@ def test_held_out_nats_agree_with_the_training_losses(corpus, objective):
         expected = -(log_frequencies[target[~torch.isin(target, marks)]] - log_frequencies[words].logsumexp(0))
         torch.testing.assert_close(text.floor, expected)
     if objective == "MLM":  # the three groups split the predicted positions
-        predicted = int((held_out.mlm_labels != IGNORE).sum())
+        predicted = int((held_out.mlm_labels != IGNORE_INDEX).sum())
         assert sum(len(group.loss) for group in nats.values()) == predicted
         assert len(nats["[MASK]"].loss) > 0.6 * predicted  # 80% of them, in expectation
         total = sum(group.loss.sum() for group in nats.values()) / predicted

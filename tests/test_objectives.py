@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from minformers.objectives import (
-    IGNORE,
+    IGNORE_INDEX,
     SentencePair,
     mask_tokens,
     pad,
@@ -42,7 +42,7 @@ def test_rates_fall_inside_binomial_bounds(batch, p, split):
     generator = torch.Generator().manual_seed(0)
     masked, labels = mask_tokens(batch, VOCAB, MASK, SPECIAL, p=p, split=split, generator=generator)
     ordinary = ~torch.isin(batch, torch.tensor(SPECIAL))
-    chosen = labels != IGNORE
+    chosen = labels != IGNORE_INDEX
     n_ordinary, n_chosen = ordinary.sum().item(), chosen.sum().item()
     assert n_ordinary > 100_000
     assert within_binomial_bounds(n_chosen, n_ordinary, p)
@@ -59,14 +59,14 @@ def test_special_tokens_and_padding_are_never_chosen_or_inserted(batch):
     masked, labels = mask_tokens(batch, VOCAB, MASK, SPECIAL, p=0.5, generator=torch.Generator().manual_seed(2))
     special = torch.isin(batch, torch.tensor(SPECIAL))
     assert torch.equal(masked[special], batch[special])
-    assert (labels[special] == IGNORE).all()
-    randomised = (labels != IGNORE) & (masked != MASK) & (masked != batch)
+    assert (labels[special] == IGNORE_INDEX).all()
+    randomised = (labels != IGNORE_INDEX) & (masked != MASK) & (masked != batch)
     assert not torch.isin(masked[randomised], torch.tensor(SPECIAL)).any()
 
 
 def test_labels_are_the_originals_at_chosen_positions_and_ignore_elsewhere(batch):
     masked, labels = mask_tokens(batch, VOCAB, MASK, SPECIAL, generator=torch.Generator().manual_seed(3))
-    chosen = labels != IGNORE
+    chosen = labels != IGNORE_INDEX
     assert torch.equal(labels[chosen], batch[chosen])
     assert torch.equal(masked[~chosen], batch[~chosen])
 

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from minformers.masks import causal_mask, combine_masks
-from minformers.validation import check_size
+from minformers.validation import check_heads, check_size
 
 
 def _check_attention_inputs(q, k, v, mask, dropout_p) -> None:
@@ -124,11 +124,7 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         check_size("d_model", d_model)
         check_size("n_heads", n_heads)
-        if d_model % n_heads:
-            raise ValueError(
-                f"d_model must be divisible by n_heads, got d_model={d_model} and "
-                f"n_heads={n_heads}"
-            )
+        check_heads(d_model, n_heads)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads

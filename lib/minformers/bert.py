@@ -22,12 +22,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from minformers.blocks import ACTIVATIONS, TransformerBlock
+from minformers.objectives import IGNORE_INDEX
 from minformers.positions import LearnedPositions
-from minformers.validation import check_size
+from minformers.validation import check_heads, check_size
 
-# label of positions that carry no loss (unmasked tokens, padding): torch's and HF's
-# default
-IGNORE_INDEX = -100
 # Our config fields -> transformers.BertConfig's, and our activations -> HF's (their
 # "gelu" is the exact erf form).
 _HF_NAMES = {
@@ -91,11 +89,7 @@ class BertConfig:
             "n_segments",
         ):
             check_size(name, getattr(self, name))
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"d_model must be divisible by n_heads, got {self.d_model} and "
-                f"{self.n_heads}"
-            )
+        check_heads(self.d_model, self.n_heads)
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if not self.layer_norm_eps > 0:

@@ -375,7 +375,7 @@ def check_mlm_masking(learner: Callable) -> None:
             "wrong",
         )
     special = torch.isin(input_ids, torch.tensor(special_ids))
-    chosen = labels != objectives.IGNORE
+    chosen = labels != objectives.IGNORE_INDEX
     rules = [
         ("special tokens and padding are never chosen", not (chosen & special).any()),
         (
@@ -847,7 +847,7 @@ def check_replaced_token_labels(learner: Callable) -> None:
     draw = torch.Generator().manual_seed(SEED)
     ids = torch.randint(5, 40, (4, 12), generator=draw)
     chosen = torch.rand(4, 12, generator=draw) < 0.3
-    labels = torch.where(chosen, ids, torch.full_like(ids, objectives.IGNORE))
+    labels = torch.where(chosen, ids, torch.full_like(ids, objectives.IGNORE_INDEX))
     samples = torch.randint(5, 40, (int(chosen.sum()),), generator=draw)
     # one sample equals its original: it must be labelled original
     samples[0] = ids[chosen][0]

@@ -33,7 +33,7 @@ from minformers.bert import (
     BertModel,
     init_bert_weights,
 )
-from minformers.objectives import IGNORE, replace_tokens, replaced_token_labels
+from minformers.objectives import IGNORE_INDEX, replace_tokens, replaced_token_labels
 from minformers.validation import check_size
 
 SHARED_EMBEDDINGS = (
@@ -153,7 +153,7 @@ def electra_forward(
         probabilities = F.softmax(generated.mlm_logits.float(), dim=-1)  # (N, V)
         # (N,)
         sampled = torch.multinomial(probabilities, 1, generator=generator).squeeze(1)
-    labelled = mlm_labels != IGNORE
+    labelled = mlm_labels != IGNORE_INDEX
     original_ids = torch.where(labelled, mlm_labels, input_ids)  # undo the masking
     corrupted = replace_tokens(original_ids, mlm_labels, sampled)
     labels = replaced_token_labels(original_ids, corrupted)

@@ -26,7 +26,7 @@ from torch import nn
 from minformers.blocks import ACTIVATIONS, TransformerBlock
 from minformers.kv_cache import KVCache
 from minformers.positions import LearnedPositions
-from minformers.validation import check_size
+from minformers.validation import check_heads, check_size
 
 # Our config fields -> transformers.GPT2Config's, and our activations -> HF's names.
 _HF_NAMES = {
@@ -61,11 +61,7 @@ class GPTConfig:
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_len"):
             check_size(name, getattr(self, name))
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"d_model must be divisible by n_heads, got {self.d_model} and "
-                f"{self.n_heads}"
-            )
+        check_heads(self.d_model, self.n_heads)
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.activation not in ACTIVATIONS:

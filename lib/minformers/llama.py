@@ -26,7 +26,7 @@ from torch import nn
 
 from minformers.kv_cache import KVCache
 from minformers.masks import causal_mask
-from minformers.validation import check_size
+from minformers.validation import check_heads, check_size
 
 # Our config fields -> transformers.LlamaConfig's (rope_theta sits inside its
 # rope_parameters dict).
@@ -79,11 +79,7 @@ class LlamaConfig:
             "max_len",
         ):
             check_size(name, getattr(self, name))
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"d_model must be divisible by n_heads, got {self.d_model} and "
-                f"{self.n_heads}"
-            )
+        check_heads(self.d_model, self.n_heads)
         if self.n_heads % self.n_kv_heads:
             raise ValueError(
                 f"n_heads must be divisible by n_kv_heads, got {self.n_heads} and "

@@ -55,7 +55,7 @@ from minformers.denoising import random_noise_mask, sentinel_corruption
 from minformers.electra import electra_forward
 from minformers.gpt import GPT, GPTConfig
 from minformers.measure import training_flops
-from minformers.objectives import IGNORE, pad
+from minformers.objectives import IGNORE_INDEX, pad
 from minformers.similarity import mean_pool
 from minformers.train import History, TrainConfig, checkpoint_path, train
 from minformers.transformer import PAD, EncoderDecoder, TransformerConfig, sequence_loss
@@ -301,7 +301,7 @@ class ObjectiveRun:
             return masked
         # undo the masks
         original = torch.where(
-            masked.mlm_labels != IGNORE, masked.mlm_labels, masked.input_ids
+            masked.mlm_labels != IGNORE_INDEX, masked.mlm_labels, masked.input_ids
         )
         if self.objective == "causal LM":
             return original, masked.attention_mask
@@ -337,7 +337,7 @@ class ObjectiveRun:
         if self.objective == "span corruption":
             return int((batch[2] != PAD).sum())
         if self.objective == "MLM":
-            return int((batch.mlm_labels != IGNORE).sum())
+            return int((batch.mlm_labels != IGNORE_INDEX).sum())
         return int(batch.attention_mask.sum())
 
     def body_parameters(self, model: nn.Module) -> int:
@@ -459,7 +459,7 @@ class ObjectiveRun:
                     logits[is_mark], target[is_mark], log_frequencies
                 ),
             }
-        labelled = held_out.mlm_labels != IGNORE  # (B, T)
+        labelled = held_out.mlm_labels != IGNORE_INDEX  # (B, T)
         # (N,) each, row-major
         targets, shown = held_out.mlm_labels[labelled], held_out.input_ids[labelled]
         at_mask = shown == corpus.tokenizer.special_ids["mask"]
@@ -647,11 +647,11 @@ def causal_lm_losses(
     # (B, T-1, V): the last position has no next token
     logits = model(input_ids)[:, :-1]
     # (B, T-1)
-    targets = input_ids[:, 1:].masked_fill(attention_mask[:, 1:] == 0, IGNORE)
-    real = targets != IGNORE
+    targets = input_ids[:, 1:].masked_fill(attention_mask[:, 1:] == 0, IGNORE_INDEX)
+    real = targets != IGNORE_INDEX
     return {
         "loss": F.cross_entropy(
-            logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE
+            logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX
         ),
         "accuracy": (logits.argmax(-1) == targets)[real].float().mean(),
     }

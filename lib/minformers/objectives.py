@@ -45,9 +45,9 @@ from dataclasses import dataclass
 
 import torch
 
-# the label of a position that is not predicted; torch.nn.functional.cross_entropy skips
-# it
-IGNORE = -100
+# The label of a position that carries no loss (not chosen for prediction, or padding):
+# the default ignore_index of torch's cross_entropy and of HF's models.
+IGNORE_INDEX = -100
 
 
 def _check_probability(name: str, value: float) -> None:
@@ -118,7 +118,7 @@ def mask_tokens(
     masked = input_ids.clone()
     masked[to_mask] = mask_id
     masked[to_randomise] = random_ids[to_randomise]
-    labels = torch.where(chosen, input_ids, torch.full_like(input_ids, IGNORE))
+    labels = torch.where(chosen, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
     return masked, labels
 
 
@@ -351,7 +351,7 @@ def replace_tokens(
     """ELECTRA's corrupted input: ``original_ids`` (B, T) with the positions that carry
     an MLM label (row-major order, as ``BertForPreTraining`` returns its logits) set to
     the generator's ``sampled`` tokens (N,)."""
-    labelled = mlm_labels != IGNORE
+    labelled = mlm_labels != IGNORE_INDEX
     if sampled.shape != (int(labelled.sum()),):
         raise ValueError(
             "sampled must hold one token per labelled position, "

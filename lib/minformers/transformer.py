@@ -32,7 +32,7 @@ from minformers.blocks import ACTIVATIONS, FeedForward, TransformerBlock
 from minformers.kv_cache import KVCache
 from minformers.masks import causal_mask
 from minformers.positions import SinusoidalPositions
-from minformers.validation import check_size
+from minformers.validation import check_heads, check_size
 
 PAD, BOS, EOS = 0, 1, 2  # the same special ids in the source and target vocabularies
 
@@ -79,11 +79,7 @@ class TransformerConfig:
                 getattr(self, name),
                 minimum=3 if name.endswith("vocab_size") else 1,
             )
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"d_model must be divisible by n_heads, got {self.d_model} and "
-                f"{self.n_heads}"
-            )
+        check_heads(self.d_model, self.n_heads)
         if self.share_embeddings and self.source_vocab_size != self.target_vocab_size:
             raise ValueError(
                 "share_embeddings needs source_vocab_size == target_vocab_size, got "

@@ -15,3 +15,16 @@ def check_size(name: str, value, minimum: int = 1) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
     return value
+
+
+def check_heads(d_model: int, n_heads: int) -> None:
+    """Raise unless ``d_model`` splits into ``n_heads`` heads of equal width.
+
+    >>> check_heads(100, 12)
+    Traceback (most recent call last):
+    ValueError: d_model must be divisible by n_heads, got 100 and 12
+    """
+    if d_model % n_heads:
+        raise ValueError(
+            f"d_model must be divisible by n_heads, got {d_model} and {n_heads}"
+        )
