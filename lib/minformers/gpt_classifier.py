@@ -67,6 +67,17 @@ def review_corpus(vocab_size: int = 2048) -> TextCorpus:
     )
 
 
+def review_pretraining() -> LMRun:
+    """The language model the GPT fine-tuning pages start from: the GPT page's design,
+    smaller (2 layers, a 40-token context), 800 steps of 16 windows of the reviews."""
+    return LMRun(
+        schedule=TrainConfig(steps=800, lr=3e-3, warmup_steps=16, eval_every=200),
+        batch_size=16,
+        sample_length=30,
+        model_changes=(("n_layers", 2), ("max_len", 40)),
+    )
+
+
 def encode_for_classifier(
     tokenizer: ByteBPETokenizer, texts: Sequence[str], max_len: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -157,20 +168,26 @@ class FineTuneRun:
     classify_len: int = 24  # tokens per classified sentence, the extract token included
 
 
-def classifier_for(run: FineTuneRun) -> GPTClassifier:
-    """The run's starting point: the pretrained body (or, for the control, the same
-    network's random weights at ``seed``) and a head drawn from ``seed``. The
-    pretraining is loaded from this build's checkpoint, quietly (trained, if this build
-    has not trained it yet)."""
+def body_for(pretraining: LMRun, seed: int, pretrained: bool = True) -> GPT:
+    """The pretrained body (or, for a control, the same network's random weights at
+    ``seed``); the global seed is then ``seed``, for the head. The pretraining is loaded
+    from this build's checkpoint, quietly (trained, if this build has not trained it
+    yet)."""
     with contextlib.redirect_stderr(io.StringIO()):
         language_model, _ = train_language_model(
-            review_corpus(), run.pretraining, progress=False
+            review_corpus(), pretraining, progress=False
         )
-    torch.manual_seed(run.seed)
+    torch.manual_seed(seed)
     body = GPT(language_model.config)
-    if run.pretrained:
+    if pretrained:
         body.load_state_dict(language_model.state_dict())
-    return GPTClassifier(body)
+    return body
+
+
+def classifier_for(run: FineTuneRun) -> GPTClassifier:
+    """The run's starting point: ``body_for`` its pretraining, and a head drawn from
+    ``run.seed``."""
+    return GPTClassifier(body_for(run.pretraining, run.seed, run.pretrained))
 
 
 def fine_tune_on_reviews(run: FineTuneRun) -> FineTuneResult:
