@@ -1,8 +1,4 @@
 import os
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))  # so tests can import book_helpers
 
 # `make test` runs the tests on two worker processes, one per core: each (and each notebook kernel it starts) takes
 # one torch thread rather than the book's two, or four threads would fight over the two cores.

@@ -1,14 +1,10 @@
 """The parts of tools/book_report.py that need no build: alt text from a cell's source, launch-button settings."""
 
 import doctest
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-
-import book_report  # noqa: E402
-from book_report import figure_titles, launch_buttons_need_a_repository  # noqa: E402
+import book_report
+from book_report import figure_titles, launch_buttons_need_a_repository
 
 
 def test_docstring_examples_hold():

@@ -1,6 +1,5 @@
 """The chapter map on the introduction (book/_static/chapter_map.svg, drawn by hand) stays in step with _toc.yml."""
 
-import sys
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
@@ -39,7 +38,6 @@ def test_each_chapter_on_the_map_links_its_page():
 def test_each_chapter_names_the_earlier_chapters_it_builds_on():
     """`builds_on` in a chapter's front matter is shown under its title (tools/book_report.py): every chapter has
     one, and it names only chapters a reader meets before it."""
-    sys.path.insert(0, str(ROOT / "tools"))
     from build_book import front_matter
 
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())

@@ -8,7 +8,6 @@ keep every figure on that path: drawn through `figure`, with no font set below t
 
 import ast
 import re
-import sys
 from pathlib import Path
 
 import jupytext
@@ -17,11 +16,10 @@ import pytest
 
 matplotlib.use("Agg")
 
-from minformers import plotting  # noqa: E402
+from minformers import plotting
+from notebooks import chapters
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-from notebooks import chapters  # noqa: E402
 
 NAMED_SIZES = {"xx-small", "x-small", "small", "smaller"}  # below font.size, which is near the minimum
 

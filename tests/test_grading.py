@@ -1,17 +1,13 @@
 """`make grade` grades each kind of submission as expected, and one broken notebook cannot stop the rest."""
 
 import csv
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-
-from exercises import read, student_version  # noqa: E402
-from grade import grade  # noqa: E402
+from exercises import read, student_version
+from grade import grade
 
 pytestmark = pytest.mark.slow
 FIXTURE = Path(__file__).parent / "fixtures" / "exercise_page.md"

@@ -11,20 +11,16 @@ import hashlib
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-
-from exercises import read, student_version  # noqa: E402
-from grade import grade  # noqa: E402
-from minformers import checks  # noqa: E402
-from sandbox import Limits  # noqa: E402
+from exercises import read, student_version
+from grade import grade
+from minformers import checks
+from sandbox import Limits
 
 pytestmark = pytest.mark.slow
 FIXTURE = Path(__file__).parent / "fixtures" / "exercise_page.md"

@@ -7,19 +7,15 @@ code; graded with those answers, every exercise passes, and with the stubs, none
 
 import ast
 import csv
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-
-from book_helpers import page  # noqa: E402
-from exercises import read, student_version  # noqa: E402
-from grade import grade  # noqa: E402
-from test_checks import CHECKS  # noqa: E402
+from book_helpers import page
+from exercises import read, student_version
+from grade import grade
+from test_checks import CHECKS
 
 pytestmark = pytest.mark.slow
 

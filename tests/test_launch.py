@@ -77,7 +77,6 @@ def test_binder_post_build_installs_the_library_and_opens_md_as_notebooks(tmp_pa
 def test_a_downloaded_notebooks_first_cell_installs_the_course(tmp_path, where):
     """The cell tools/book_report.py puts first in each downloadable notebook, run in a fresh environment: with the
     course files saved beside the notebook, and with them fetched from the site's address (a file:// URL here)."""
-    sys.path.insert(0, str(ROOT / "tools"))
     from book_report import INSTALL_CELL, write_course_files
 
     files = tmp_path / "course"
@@ -90,7 +89,6 @@ def test_a_downloaded_notebooks_first_cell_installs_the_course(tmp_path, where):
 
 
 def test_the_first_cell_says_what_to_download_when_it_has_no_source(tmp_path):
-    sys.path.insert(0, str(ROOT / "tools"))
     from book_report import INSTALL_CELL
 
     cell = INSTALL_CELL.format(site=None, wheel="minformers-0.1.0-py3-none-any.whl")

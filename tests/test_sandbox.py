@@ -2,15 +2,13 @@
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
+from sandbox import Limits, check_available, ended_by, kill, start
 
-from sandbox import Limits, check_available, ended_by, kill, start  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 PROBE = """
 import json, os, socket, subprocess, sys

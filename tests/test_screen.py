@@ -1,19 +1,17 @@
 """The grader's reading of a submission's source (tools/screen.py): routes to the solution and run-time rewriting
 are found, and the book's own solutions are not flagged."""
 
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
+from exercises import exercises, read, student_version
+from grade import blocked_by, without_checks
+from minformers import checks, llama, optimizers
+from screen import blocked_names, parse_cells, python_source, reaches, screen_rewrites
 
-from exercises import exercises, read, student_version  # noqa: E402
-from grade import blocked_by, without_checks  # noqa: E402
-from minformers import checks, llama, optimizers  # noqa: E402
-from screen import blocked_names, parse_cells, python_source, reaches, screen_rewrites  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 CHAPTER_IMPORTS = "import torch\nimport torch.nn.functional as F\n\nfrom minformers import activations, checks, llama"
 

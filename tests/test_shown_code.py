@@ -10,15 +10,12 @@ A cell is shown unless a tag folds its code (`hide-input`, `hide-cell`) or remov
 
 import ast
 import re
-import sys
 from pathlib import Path
 
 import jupytext
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-from notebooks import chapters  # noqa: E402
+from notebooks import chapters
 
 # About a screen and a third of code at the site's type size. It was 40 when lines could run to 120 characters;
 # formatting them to the column's width made the same cells about 1.4 times as tall.

@@ -3,7 +3,6 @@
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
@@ -26,7 +25,6 @@ def toc_pages() -> list[str]:
 
 
 def code_pages() -> list[str]:
-    sys.path.insert(0, str(ROOT / "tools"))
     from notebooks import is_notebook
 
     return [name for name in toc_pages() if is_notebook(ROOT / f"{name}.md")]

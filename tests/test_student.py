@@ -5,19 +5,13 @@ import importlib
 import inspect
 import json
 import re
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from minformers import checks
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-
-from exercises import (  # noqa: E402
+from exercises import (
     LISTING,
     ConventionError,
     collapsed,
@@ -29,8 +23,11 @@ from exercises import (  # noqa: E402
     solution_lines,
     student_version,
 )
-from notebooks import chapters  # noqa: E402
-from student import answer_objects  # noqa: E402
+from minformers import checks
+from notebooks import chapters
+from student import answer_objects
+
+ROOT = Path(__file__).resolve().parent.parent
 
 FIXTURE = Path(__file__).parent / "fixtures" / "exercise_page.md"
 STUDENT = ROOT / "_build" / "student"
