@@ -338,8 +338,46 @@ def hf_electra_state_dict(ours, part: str) -> dict:
     return {key: value.detach() for key, value in state.items()}
 
 
-# GPT-2: HF keeps GPT-2's original Conv1D layers, whose weights are stored (in, out),
-# the transpose of nn.Linear's, and one c_attn matrix holding q, k and v side by side.
+# GPT-2 <-> Hugging Face GPT2LMHeadModel, in the same form as BERT_KEYS: our module
+# path -> HF's. HF keeps GPT-2's original Conv1D layers, whose weights are stored
+# (in, out), the transpose of nn.Linear's (GPT2_CONV1D), and one c_attn matrix holding
+# q, k and v side by side, which neither table names: ``_GPT2_QKV`` handles it.
+GPT2_KEYS = (
+    ("token_embedding", "transformer.wte"),
+    ("position_embedding.embedding", "transformer.wpe"),
+    ("layers.{i}.attention_norm", "transformer.h.{i}.ln_1"),
+    ("layers.{i}.attention.out_proj", "transformer.h.{i}.attn.c_proj"),
+    ("layers.{i}.feed_forward_norm", "transformer.h.{i}.ln_2"),
+    ("layers.{i}.feed_forward.up_proj", "transformer.h.{i}.mlp.c_fc"),
+    ("layers.{i}.feed_forward.down_proj", "transformer.h.{i}.mlp.c_proj"),
+    ("final_norm", "transformer.ln_f"),
+)
+GPT2_CONV1D = (
+    "attn.c_attn.weight",
+    "attn.c_proj.weight",
+    "mlp.c_fc.weight",
+    "mlp.c_proj.weight",
+)
+_GPT2_KEY_PATTERNS = [(_key_pattern(ours), theirs) for ours, theirs in GPT2_KEYS]
+_GPT2_QKV = re.compile(r"layers\.(\d+)\.attention\.([qkv])_proj\.(weight|bias)$")
+
+
+def _hf_gpt2_key(key: str) -> str:
+    """HF's name for one of our GPT's keys, other than q, k and v:
+    "layers.3.attention_norm.weight" -> "transformer.h.3.ln_1.weight"."""
+    for pattern, theirs in _GPT2_KEY_PATTERNS:
+        match = pattern.match(key)
+        if match:
+            *layer, rest = match.groups()
+            return theirs.format(i=layer[0] if layer else None) + rest
+    raise KeyError(f"GPT2_KEYS has no HF name for {key!r}")
+
+
+def _conv1d(hf_key: str, value: torch.Tensor) -> torch.Tensor:
+    """Conv1D's (in, out) layout from nn.Linear's (out, in), or back: a transpose."""
+    return value.T if hf_key.endswith(GPT2_CONV1D) else value
+
+
 def hf_gpt2_state_dict(ours) -> dict:
     """Our pre-LN ``GPT`` as the state dict of HF's ``GPT2LMHeadModel`` (lm_head tied to
     wte, as HF ties it).
@@ -358,33 +396,21 @@ def hf_gpt2_state_dict(ours) -> dict:
             "HF's GPT2 is pre-LN with a final LayerNorm; a post-LN GPT (GPT-1 style) "
             "has no equivalent"
         )
-    state = {
-        "transformer.wte.weight": ours.token_embedding.weight,
-        "transformer.wpe.weight": ours.position_embedding.embedding.weight,
-        "transformer.ln_f.weight": ours.final_norm.weight,
-        "transformer.ln_f.bias": ours.final_norm.bias,
-        "lm_head.weight": ours.token_embedding.weight,
-    }
-    for index, layer in enumerate(ours.layers):
-        attention, feed_forward, prefix = (
-            layer.attention,
-            layer.feed_forward,
-            f"transformer.h.{index}.",
-        )
-        projections = (attention.q_proj, attention.k_proj, attention.v_proj)
-        state |= {
-            prefix + "ln_1.weight": layer.attention_norm.weight, prefix + "ln_1.bias": layer.attention_norm.bias,
-            # (C, 3C)
-            prefix + "attn.c_attn.weight": torch.cat([p.weight for p in projections]).T,
-            prefix + "attn.c_attn.bias": torch.cat([p.bias for p in projections]),
-            prefix + "attn.c_proj.weight": attention.out_proj.weight.T,
-            prefix + "attn.c_proj.bias": attention.out_proj.bias,
-            prefix + "ln_2.weight": layer.feed_forward_norm.weight, prefix + "ln_2.bias": layer.feed_forward_norm.bias,
-            prefix + "mlp.c_fc.weight": feed_forward.up_proj.weight.T,
-            prefix + "mlp.c_fc.bias": feed_forward.up_proj.bias,
-            prefix + "mlp.c_proj.weight": feed_forward.down_proj.weight.T,
-            prefix + "mlp.c_proj.bias": feed_forward.down_proj.bias,
-        }  # fmt: skip
+    own = ours.state_dict()
+    state = {}
+    for key, value in own.items():
+        if not _GPT2_QKV.match(key):
+            hf_key = _hf_gpt2_key(key)
+            state[hf_key] = _conv1d(hf_key, value)
+    for index in range(len(ours.layers)):
+        prefix = f"layers.{index}.attention."
+        for part in ("weight", "bias"):
+            qkv = torch.cat(
+                [own[f"{prefix}{p}_proj.{part}"] for p in "qkv"]
+            )  # (3C, ...)
+            hf_key = f"transformer.h.{index}.attn.c_attn.{part}"
+            state[hf_key] = _conv1d(hf_key, qkv)
+    state["lm_head.weight"] = state["transformer.wte.weight"]
     return {key: value.detach().clone() for key, value in state.items()}
 
 
@@ -422,43 +448,19 @@ def load_hf_gpt2(ours, hf_state_dict: dict):
                 f"{key} has shape {tuple(theirs[key].shape)}, expected "
                 f"{tuple(value.shape)}"
             )
-    d_model = ours.config.d_model
-    ours.token_embedding.weight.copy_(theirs["transformer.wte.weight"])
-    ours.position_embedding.embedding.weight.copy_(theirs["transformer.wpe.weight"])
-    ours.final_norm.weight.copy_(theirs["transformer.ln_f.weight"])
-    ours.final_norm.bias.copy_(theirs["transformer.ln_f.bias"])
-    for index, layer in enumerate(ours.layers):
-        attention, feed_forward, prefix = (
-            layer.attention,
-            layer.feed_forward,
-            f"transformer.h.{index}.",
-        )
-        # (3C, C) -> three (C, C)
-        qkv_weight = theirs[prefix + "attn.c_attn.weight"].T.split(d_model)
-        qkv_bias = theirs[prefix + "attn.c_attn.bias"].split(d_model)
-        for projection, weight, bias in zip(
-            (attention.q_proj, attention.k_proj, attention.v_proj),
-            qkv_weight,
-            qkv_bias,
-            strict=True,
-        ):
-            projection.weight.copy_(weight)
-            projection.bias.copy_(bias)
-        pairs = [
-            (attention.out_proj, "attn.c_proj"),
-            (feed_forward.up_proj, "mlp.c_fc"),
-            (feed_forward.down_proj, "mlp.c_proj"),
-        ]
-        for linear, name in pairs:
-            # Conv1D (in, out) -> Linear (out, in)
-            linear.weight.copy_(theirs[f"{prefix}{name}.weight"].T)
-            linear.bias.copy_(theirs[f"{prefix}{name}.bias"])
-        for norm, name in [
-            (layer.attention_norm, "ln_1"),
-            (layer.feed_forward_norm, "ln_2"),
-        ]:
-            norm.weight.copy_(theirs[f"{prefix}{name}.weight"])
-            norm.bias.copy_(theirs[f"{prefix}{name}.bias"])
+    state = {}
+    for key in ours.state_dict():
+        qkv = _GPT2_QKV.match(key)
+        if qkv:
+            index, part, kind = qkv.groups()
+            hf_key = f"transformer.h.{index}.attn.c_attn.{kind}"
+            # (3C, ...) -> q, k, v
+            q, k, v = _conv1d(hf_key, theirs[hf_key]).split(ours.config.d_model)
+            state[key] = {"q": q, "k": k, "v": v}[part]
+        else:
+            hf_key = _hf_gpt2_key(key)
+            state[key] = _conv1d(hf_key, theirs[hf_key])
+    ours.load_state_dict(state)
     return ours
 
 
