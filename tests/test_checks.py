@@ -4,13 +4,16 @@ The correct answers here are written differently from both the lib and the chapt
 than broadcasting), so they test the checks rather than repeat them.
 """
 
+import importlib
 import inspect
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
 
-from minformers import bpe, checks, masks, positions
+from minformers import bpe, checks, generation, masks, positions
 
 
 def loop_local_global_mask(t, window, global_positions):
@@ -771,6 +774,129 @@ def stub_next_token_targets(input_ids, attention_mask):
     raise NotImplementedError("targets[:, t] = input_ids[:, t + 1] where tokens t and t + 1 are real, else -100")
 
 
+# BERT's sentence inputs, GPT's loss, top-p filtering and RMSNorm: written with loops over rows and positions.
+def encode_sentences_by_loop(tokenizer, texts, max_len):
+    special = tokenizer.special_ids
+    rows = []
+    for text in texts:
+        pieces = tokenizer.encode(text)
+        while len(pieces) > max_len - 2:
+            pieces.pop()
+        rows.append([special["cls"]] + pieces + [special["sep"]])
+    width = max(len(row) for row in rows)
+    ids = torch.full((len(rows), width), special["pad"])
+    attention_mask = torch.zeros(len(rows), width, dtype=torch.long)
+    for row, tokens in enumerate(rows):
+        for position, token in enumerate(tokens):
+            ids[row, position], attention_mask[row, position] = token, 1
+    return ids, attention_mask
+
+
+def encode_sentences_cut_after_sep(tokenizer, texts, max_len):  # cuts the framed row, so the [SEP] can go
+    ids, attention_mask = encode_sentences_by_loop(tokenizer, texts, max_len + 2)
+    return ids[:, :max_len], attention_mask[:, :max_len]
+
+
+def encode_sentences_without_cls(tokenizer, texts, max_len):
+    ids, attention_mask = encode_sentences_by_loop(tokenizer, texts, max_len)
+    return ids[:, 1:], attention_mask[:, 1:]
+
+
+def encode_sentences_padded_left(tokenizer, texts, max_len):
+    ids, attention_mask = encode_sentences_by_loop(tokenizer, texts, max_len)
+    shifts = attention_mask.shape[1] - attention_mask.sum(1)
+    return (torch.stack([row.roll(int(shift)) for row, shift in zip(ids, shifts, strict=True)]),
+            torch.stack([row.roll(int(shift)) for row, shift in zip(attention_mask, shifts, strict=True)]))
+
+
+def stub_encode_sentences(tokenizer, texts, max_len):
+    raise NotImplementedError("[CLS] + at most max_len - 2 pieces + [SEP], then right-pad")
+
+
+def language_model_loss_by_loop(logits, input_ids):
+    total, count = torch.zeros((), dtype=torch.float64), 0
+    for row in range(logits.shape[0]):
+        for position in range(logits.shape[1] - 1):
+            scores = logits[row, position].double()
+            target = input_ids[row, position + 1]
+            total += torch.logsumexp(scores, dim=0) - scores[target]
+            count += 1
+    return (total / count).float()
+
+
+def language_model_loss_unshifted(logits, input_ids):  # predicts the token it was given
+    return torch.nn.functional.cross_entropy(logits.flatten(0, 1), input_ids.flatten())
+
+
+def language_model_loss_naive_softmax(logits, input_ids):  # exp overflows on large logits
+    probabilities = logits[:, :-1].exp() / logits[:, :-1].exp().sum(-1, keepdim=True)
+    return -probabilities.gather(-1, input_ids[:, 1:, None]).log().mean()
+
+
+def language_model_loss_summed(logits, input_ids):
+    return language_model_loss_by_loop(logits, input_ids) * (input_ids.shape[0] * (input_ids.shape[1] - 1))
+
+
+def stub_language_model_loss(logits, input_ids):
+    raise NotImplementedError("cross-entropy of logits[:, :-1] against input_ids[:, 1:]")
+
+
+def top_p_filter_by_loop(logits, p):
+    out = torch.full_like(logits, float("-inf"))
+    for row in range(logits.shape[0]):
+        probabilities = logits[row].softmax(dim=-1).tolist()
+        mass = 0.0
+        for token in sorted(range(len(probabilities)), key=lambda index: -probabilities[index]):
+            if mass >= p:
+                break
+            out[row, token] = logits[row, token]
+            mass += probabilities[token]
+    return out
+
+
+def top_p_filter_keeping_up_to_p(logits, p):  # stops before the token that crosses p
+    probabilities, order = logits.softmax(dim=-1).sort(dim=-1, descending=True)
+    drop = torch.zeros_like(logits, dtype=torch.bool).scatter(-1, order, probabilities.cumsum(dim=-1) > p)
+    return logits.masked_fill(drop, float("-inf"))
+
+
+def top_p_filter_in_sorted_order(logits, p):  # forgets to put the tokens back in vocabulary order
+    return top_p_filter_by_loop(logits, p).sort(dim=-1, descending=True).values
+
+
+def top_p_filter_by_lib(logits, p):
+    return generation.filter_logits(logits, top_p=p)
+
+
+def stub_top_p_filter(logits, p):
+    raise NotImplementedError("sort, cumulative sum, drop what comes after the sum reaches p, unsort")
+
+
+def rms_norm_by_loop(x, weight, eps):
+    rows = x.reshape(-1, x.shape[-1])
+    out = torch.empty_like(rows)
+    for index, row in enumerate(rows):
+        out[index] = row / math.sqrt(sum(value * value for value in row.tolist()) / len(row) + eps) * weight
+    return out.reshape(x.shape)
+
+
+def rms_norm_eps_outside_root(x, weight, eps):
+    return x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps) * weight
+
+
+def rms_norm_centred(x, weight, eps):  # LayerNorm without the bias: subtracts the mean first
+    centred = x - x.mean(-1, keepdim=True)
+    return centred / (centred.pow(2).mean(-1, keepdim=True) + eps).sqrt() * weight
+
+
+def rms_norm_by_torch(x, weight, eps):
+    return torch.nn.functional.rms_norm(x, (x.shape[-1],), weight, eps)
+
+
+def stub_rms_norm(x, weight, eps):
+    raise NotImplementedError("x / sqrt(mean(x ** 2 over the last dim) + eps), times weight")
+
+
 CHECKS = {
     "local_global_mask": (checks.check_local_global_mask, loop_local_global_mask, stub_mask),
     "sinusoidal_positions": (checks.check_sinusoidal_positions, loop_sinusoidal_positions, stub_positions),
@@ -799,6 +925,10 @@ CHECKS = {
     "candidate_ranks": (checks.check_candidate_ranks, candidate_ranks_by_sorting, stub_candidate_ranks),
     "bm25_scores": (checks.check_bm25_scores, bm25_scores_by_matrix, stub_bm25_scores),
     "next_token_targets": (checks.check_next_token_targets, next_token_targets_by_loop, stub_next_token_targets),
+    "encode_sentences": (checks.check_encode_sentences, encode_sentences_by_loop, stub_encode_sentences),
+    "language_model_loss": (checks.check_language_model_loss, language_model_loss_by_loop, stub_language_model_loss),
+    "top_p_filter": (checks.check_top_p_filter, top_p_filter_by_loop, stub_top_p_filter),
+    "rms_norm": (checks.check_rms_norm, rms_norm_by_loop, stub_rms_norm),
 }
 
 WRONG = [
@@ -882,7 +1012,40 @@ WRONG = [
     (checks.check_next_token_targets, next_token_targets_dropping_last, r"expected shape \(1, 5\)"),
     (checks.check_next_token_targets, next_token_targets_padding_as_pad_id, "case 'one block, no padding'"),
     (checks.check_next_token_targets, calls_lib_next_token_targets, "calls the library's own solution"),
+    (checks.check_encode_sentences, encode_sentences_cut_after_sep, "case 'a sentence cut to max_len'"),
+    (checks.check_encode_sentences, encode_sentences_without_cls, "case 'one short sentence'"),
+    (checks.check_encode_sentences, encode_sentences_padded_left, "case 'two sentences of different lengths'"),
+    (checks.check_language_model_loss, language_model_loss_unshifted, "case 'a uniform guess'|case 'random logits"),
+    (checks.check_language_model_loss, language_model_loss_naive_softmax, "case 'large logits"),
+    (checks.check_language_model_loss, language_model_loss_summed, "case 'a uniform guess'"),
+    (checks.check_top_p_filter, top_p_filter_keeping_up_to_p, "case 'two tokens needed'"),
+    (checks.check_top_p_filter, top_p_filter_in_sorted_order, "case 'p = 1 keeps everything'"),
+    (checks.check_top_p_filter, top_p_filter_by_lib, "calls the library's own solution"),
+    (checks.check_rms_norm, rms_norm_eps_outside_root, "case 'small values: eps, inside the square root"),
+    (checks.check_rms_norm, rms_norm_centred, "case 'one vector, unit weight'"),
+    (checks.check_rms_norm, rms_norm_by_torch, "calls the library's own solution"),
 ]
+
+
+def test_every_check_has_a_correct_answer_a_stub_and_a_wrong_answer():
+    """The tables above cover every check the book can call, each in the part PARTS says it is in."""
+    listed = {name for names in checks.PARTS.values() for name in names}
+    defined = {name for part in checks.PARTS for name, _ in inspect.getmembers(
+        importlib.import_module(f"minformers.checks.{part}"), inspect.isfunction) if name.startswith("check_")}
+    assert defined == listed
+    assert {check.__name__ for check, _, _ in CHECKS.values()} == listed
+    assert {check.__name__ for check, _, _ in WRONG} == listed
+
+
+def test_a_part_is_imported_only_when_one_of_its_checks_is_used():
+    script = ("import sys\nfrom minformers import checks\nchecks.check_merge_pair\n"
+              "print(sorted(m for m in sys.modules if m.startswith('minformers.')))")
+    loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert "minformers.checks.foundations" in loaded
+    assert "minformers.bert" not in loaded and "minformers.distributed" not in loaded
+    assert "check_adamw_step" in dir(checks)
+    with pytest.raises(AttributeError, match="no attribute 'check_typo'"):
+        checks.check_typo  # noqa: B018
 
 
 @pytest.mark.parametrize("name", CHECKS)

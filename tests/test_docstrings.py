@@ -8,7 +8,8 @@ import pytest
 
 import minformers
 
-MODULES = sorted(info.name for info in pkgutil.iter_modules(minformers.__path__, "minformers."))
+# walk_packages: the modules of subpackages (minformers.checks) too
+MODULES = sorted(info.name for info in pkgutil.walk_packages(minformers.__path__, "minformers."))
 
 
 @pytest.mark.parametrize("name", MODULES)

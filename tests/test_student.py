@@ -116,7 +116,7 @@ def readable_text(path: Path) -> str:
 
 def library_lines() -> set[str]:
     """Lines of the course library, which ships with the student edition, so repeating one reveals nothing."""
-    library_files = (ROOT / "lib" / "minformers").glob("*.py")
+    library_files = (ROOT / "lib" / "minformers").rglob("*.py")
     lines = set()
     for path in library_files:
         code = path.read_text()
@@ -130,7 +130,7 @@ def test_no_solution_text_appears_in_another_chapters_student_version_or_the_lib
     needles = leak_needles(chapters(), library_lines())
     shown = {source.stem: collapsed("\n".join(cell.source for cell in student_version(read(source)).cells))
              for source in chapters()}
-    shown["lib"] = collapsed("\n".join(path.read_text() for path in (ROOT / "lib" / "minformers").glob("*.py")))
+    shown["lib"] = collapsed("\n".join(path.read_text() for path in (ROOT / "lib" / "minformers").rglob("*.py")))
     leaks = [f"{origin} -> {where}: {needle!r}" for needle, origin in needles.items()
              for where, text in shown.items() if needle in text]
     assert not leaks, "\n".join(leaks[:20])
