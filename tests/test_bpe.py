@@ -1,9 +1,6 @@
 """Byte-level BPE: hand-derived merges, a slow reference trainer, parity with tiktoken on GPT-2's files, round trips."""
 
-import math
 import unicodedata
-from collections import Counter
-from itertools import pairwise
 
 import pytest
 import tiktoken
@@ -12,9 +9,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minformers import data
+from minformers import bpe_simple, data
 from minformers.bpe import ByteBPETokenizer, _greatest_first, merge_pair, train_bpe
-from minformers.pretokenize import GPT2_PATTERN, pretokenize, split_on_special
+from minformers.pretokenize import GPT2_PATTERN, pretokenize
 from tokenizer_samples import SAMPLES
 
 EOT = "<|endoftext|>"
@@ -124,28 +121,9 @@ def test_training_reads_a_path(tmp_path):
     assert train_bpe(path, 270) == train_bpe(TOY + " café", 270)
 
 
-def reference_train(text: str, vocab_size: int) -> list[tuple[bytes, bytes]]:
-    """The slow, obvious trainer: recount every pair from scratch before each merge."""
-    frequency = Counter(pretokenize(text))
-    words = [list(pretoken.encode("utf-8")) for pretoken in frequency]
-    vocab = {byte: bytes([byte]) for byte in range(256)}
-    merges = []
-    while len(vocab) < vocab_size:
-        counts = Counter()
-        for word, weight in zip(words, frequency.values(), strict=True):
-            for pair in pairwise(word):
-                counts[pair] += weight
-        if not counts:
-            break
-        pair = max(counts, key=lambda p: (counts[p], vocab[p[0]], vocab[p[1]]))
-        vocab[len(vocab)] = vocab[pair[0]] + vocab[pair[1]]
-        merges.append((vocab[pair[0]], vocab[pair[1]]))
-        words = [merge_pair(word, pair, len(vocab) - 1) for word in words]
-    return merges
-
-
 def test_incremental_training_matches_recounting(shakespeare):
-    assert train_bpe(shakespeare, 360)[1] == reference_train(shakespeare, 360)
+    # bpe_simple.train recounts every pair before each merge, the obvious way
+    assert train_bpe(shakespeare, 360, [EOT]) == bpe_simple.train(shakespeare, 360, [EOT])
 
 
 @given(tokens=st.lists(st.binary(max_size=4)))
@@ -171,34 +149,9 @@ def test_gpt2_known_ids(gpt2):
     assert gpt2.vocab_size == 50257 and len(gpt2.merges) == 50000
 
 
-class ReferenceEncoder:
-    """The slow, obvious encoder: no cache, no whole-token lookup; each pretoken's bytes replay the merges, the
-    lowest rank present first, each over the whole pretoken."""
-
-    def __init__(self, tokenizer: ByteBPETokenizer):
-        self.tokenizer = tokenizer
-        self.id_of = {token: token_id for token_id, token in tokenizer.vocab.items()}
-        self.rank_of = {(self.id_of[a], self.id_of[b]): rank for rank, (a, b) in enumerate(tokenizer.merges)}
-
-    def merge(self, data: bytes) -> list[int]:
-        ids = [self.id_of[bytes([byte])] for byte in data]
-        while len(ids) > 1:
-            pair = min(pairwise(ids), key=lambda p: self.rank_of.get(p, math.inf))
-            if pair not in self.rank_of:
-                break
-            merged = self.tokenizer.vocab[pair[0]] + self.tokenizer.vocab[pair[1]]
-            ids = merge_pair(ids, pair, self.id_of[merged])
-        return ids
-
-    def encode(self, text: str) -> list[int]:
-        ids = []
-        for piece, special in split_on_special(text, self.tokenizer.special_tokens):
-            if special:
-                ids.append(self.id_of[piece.encode("utf-8")])
-            else:
-                for pretoken in pretokenize(piece):
-                    ids += self.merge(pretoken.encode("utf-8"))
-        return ids
+def readable(tokenizer: ByteBPETokenizer) -> bpe_simple.Encoder:
+    """The slow, obvious encoder of the same merges: no cache, no whole-token lookup."""
+    return bpe_simple.Encoder(tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens)
 
 
 @pytest.mark.parametrize("name", ["small", "gpt2"])
@@ -206,14 +159,14 @@ def test_every_token_a_merge_makes_is_what_its_bytes_encode_to(request, name):
     # Why encoding may look a whole pretoken up in the vocab instead of merging: for these merges, replaying them on
     # a token's bytes always rebuilds that token.
     tokenizer = request.getfixturevalue(name)
-    reference = ReferenceEncoder(tokenizer)
+    reference = readable(tokenizer)
     for left, right in tokenizer.merges:
-        assert reference.merge(left + right) == [reference.id_of[left + right]], (left, right)
+        assert reference.encode_word(left + right) == [reference.id_of[left + right]], (left, right)
 
 
 @pytest.fixture(scope="module")
 def references(small, gpt2):
-    return [(small, ReferenceEncoder(small)), (gpt2, ReferenceEncoder(gpt2))]
+    return [(small, readable(small)), (gpt2, readable(gpt2))]
 
 
 def test_encode_equals_the_reference_replay(references, shakespeare):
@@ -227,7 +180,7 @@ def test_a_hand_made_token_that_replaying_never_builds_is_still_found_whole():
     # joins those. The whole-token lookup finds "abc" anyway, as tiktoken would; training never makes such a list.
     vocab = {byte: bytes([byte]) for byte in range(256)} | {256: b"ab", 257: b"bc", 258: b"abc", 259: b"xyz"}
     tokenizer = ByteBPETokenizer(vocab, [(b"a", b"b"), (b"b", b"c"), (b"a", b"bc")])
-    assert ReferenceEncoder(tokenizer).encode("abc") == [256, ord("c")]
+    assert readable(tokenizer).encode("abc") == [256, ord("c")]
     assert tokenizer.encode("abc") == [258]
     assert tokenizer.encode("abcd") == [256, ord("c"), ord("d")]
     assert tokenizer.encode("xyz") == list(b"xyz")  # a token that no merge makes is never looked up whole
@@ -307,7 +260,7 @@ def test_encode_equals_the_reference_replay_on_any_text(references, text):
 def test_incremental_training_matches_recounting_on_any_text(text):
     # Short texts: most pairs tie, and training often runs out of pairs before the vocab is full.
     if pretokenize(text):
-        assert train_bpe(text, 300)[1] == reference_train(text, 300)
+        assert train_bpe(text, 300) == bpe_simple.train(text, 300)
 
 
 def cut(text: str, positions: list[int]) -> list[str]:
