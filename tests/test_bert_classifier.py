@@ -6,7 +6,8 @@ import torch
 
 from minformers import bert_classifier, bert_pretraining
 from minformers.bert_classifier import EncoderFineTuneRun, encoder_classifier, fine_tune_encoder_on_reviews
-from minformers.bert_pretraining import PretrainingRun, news_corpus
+from minformers.bert_pretraining import PretrainingRun
+from minformers.news import news_corpus
 from minformers.train import TrainConfig
 from minformers.transfer import MeanPoolClassifier
 

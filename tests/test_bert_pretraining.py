@@ -9,16 +9,15 @@ import torch
 from minformers import bert_pretraining
 from minformers.bert import IGNORE_INDEX, BertConfig, BertForPreTraining
 from minformers.bert_pretraining import (
-    SPECIALS,
     PretrainingRun,
     masking_shares,
-    news_corpus,
     prediction_scores,
     pretrain_tiny_bert,
     pretraining_batch,
     pretraining_losses,
     unigram_log_frequencies,
 )
+from minformers.news import SPECIALS, news_corpus
 from minformers.objectives import SentencePair, split_sentences
 from minformers.train import TrainConfig
 from minformers.wordpiece import WordPieceTokenizer

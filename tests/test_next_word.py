@@ -8,9 +8,10 @@ import torch.nn.functional as F
 import transformers
 
 from minformers.bert import BertConfig, BertForPreTraining
-from minformers.bert_pretraining import PretrainingRun, news_corpus
+from minformers.bert_pretraining import PretrainingRun
 from minformers.convert import hf_bert_state_dict
 from minformers.gpt import GPT
+from minformers.news import news_corpus
 from minformers.next_word import (
     MODELS,
     BertForNextWord,

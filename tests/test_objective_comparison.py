@@ -7,10 +7,11 @@ import random
 import pytest
 import torch
 
-from minformers.bert_pretraining import news_corpus, prediction_scores
+from minformers.bert_pretraining import prediction_scores
 from minformers.denoising import restore_spans
 from minformers.finetuning import sentence_features
 from minformers.gpt import GPT, language_model_loss
+from minformers.news import news_corpus
 from minformers.next_word import unigram_loss
 from minformers.objective_comparison import (
     OBJECTIVES,

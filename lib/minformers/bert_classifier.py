@@ -18,8 +18,9 @@ import torch
 
 from minformers import data
 from minformers.bert import BertForSequenceClassification, BertModel
-from minformers.bert_pretraining import ENCODER_RUN, news_corpus, shared_encoder
+from minformers.bert_pretraining import ENCODER_RUN, shared_encoder
 from minformers.finetuning import FineTuneResult, encode_sentences, fine_tune_and_score
+from minformers.news import news_corpus
 from minformers.train import TrainConfig
 from minformers.transfer import MeanPoolClassifier
 

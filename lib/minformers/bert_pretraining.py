@@ -1,12 +1,12 @@
 """Pretraining a tiny BERT on BBC news: one recipe that the BERT page runs and explains,
 and that the fine-tuning page starts from.
 
-    corpus = news_corpus()                      # NSP pairs and a 3,000-piece
-    vocabulary, cached model, history = pretrain_tiny_bert(corpus)  # trained, or loaded
-    from this build's checkpoint
+    corpus = news_corpus()  # NSP pairs and a 3,000-piece vocabulary (minformers.news)
+    model, history = pretrain_tiny_bert(corpus)  # trained, or loaded from a checkpoint
 
 A batch pads the pairs and masks them afresh:
 
+    >>> from minformers.news import SPECIALS
     >>> tokenizer = WordPieceTokenizer([*SPECIALS, "news", "today", "rain"])
     >>> pair = SentencePair(
     ...     input_ids=[2, 5, 3, 6, 7, 3], segment_ids=[0, 0, 0, 1, 1, 1], is_next=1
@@ -27,188 +27,27 @@ checkpoint named by everything that shapes the run, so a second page of the same
 (or a second call) loads the model instead of training it again.
 """
 
-import hashlib
-import os
 import random
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 
 import torch
 import torch.nn.functional as F
 
-from minformers import data
+from minformers.arguments import check_size
 from minformers.bert import IGNORE_INDEX, BertConfig, BertForPreTraining
-from minformers.bpe import ByteBPETokenizer, train_bpe
 from minformers.electra import Electra, electra_forward
 from minformers.finetuning import sentiment_probe
+from minformers.news import NewsCorpus, news_corpus
 from minformers.objectives import (
     SentencePair,
     contiguous_blocks,
     mask_tokens,
     pad,
     sentence_order_pairs,
-    sentence_pairs,
-    split_sentences,
 )
 from minformers.train import History, TrainConfig, checkpoint_path, train
-from minformers.validation import check_size
-from minformers.wordpiece import WordPieceTokenizer, train_wordpiece
-
-# BERT's, with [PAD] = 0 as BertConfig.pad_id expects
-SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-# what each of SPECIALS is called in WordPieceTokenizer.special_ids
-ROLES = ("pad", "unk", "cls", "sep", "mask")
-
-
-class NewsByteBPE(ByteBPETokenizer):
-    """RoBERTa's kind of tokenizer: a byte-level BPE, with BERT's special tokens under
-    the names the pretraining recipe looks them up by (``special_ids``,
-    ``id_to_token``), so it can stand in for WordPiece. No text is unknown to it:
-    ``[UNK]`` is kept only so that both vocabularies hold the same special tokens."""
-
-    def __init__(self, vocab: dict[int, bytes], merges, special_tokens=SPECIALS):
-        if tuple(special_tokens) != SPECIALS:
-            raise ValueError(
-                f"special_tokens must be {SPECIALS}, got {tuple(special_tokens)}"
-            )
-        super().__init__(vocab, merges, special_tokens)
-        self.special_ids = {
-            role: self._special_ids[token]
-            for role, token in zip(ROLES, SPECIALS, strict=True)
-        }
-        # readable names for the ids, as GPT-2 and RoBERTa print them: a space becomes
-        # "Ġ"
-        self.id_to_token = [
-            self.vocab[i].decode("utf-8", errors="replace").replace(" ", "Ġ")
-            for i in range(self.vocab_size)
-        ]
-
-
-@dataclass(frozen=True)
-class NewsCorpus:
-    # trained on the training articles; its ids are the model's
-    tokenizer: WordPieceTokenizer | NewsByteBPE
-    # the BBC articles used, as data.bbc_news() gives them
-    articles: list[dict[str, str]]
-    train_pairs: list[SentencePair]  # NSP pairs from 9 articles in 10
-    validation_pairs: list[SentencePair]  # from every tenth article, never trained on
-    max_len: int  # the longest pair, [CLS] and both [SEP] included
-    # the same 9 articles in 10: sentences of ids, for contiguous blocks
-    train_documents: list[list[list[int]]]
-    validation_documents: list[list[list[int]]]  # and every tenth
-
-    def train_text(self) -> str:
-        """The training articles' text, one per line: what the vocabulary was trained on
-        (every tenth article, the validation split, left out)."""
-        return "\n".join(
-            article["text"]
-            for index, article in enumerate(self.articles)
-            if _is_train(index)
-        )
-
-
-def _is_train(index: int) -> bool:
-    return index % 10 != 0  # every tenth article is held out for validation
-
-
-@lru_cache(maxsize=4)
-def news_corpus(
-    vocab_size: int = 3_000,
-    max_len: int = 32,
-    article_stride: int = 3,
-    tokenizer: str = "wordpiece",
-) -> NewsCorpus:
-    """NSP pairs from every ``article_stride``-th distinct BBC article, tokenized with a
-    ``vocab_size``-piece WordPiece vocabulary trained on the training articles
-    (``tokenizer="byte_bpe"``: a byte-level BPE of the same size, as RoBERTa uses).
-    Every tenth article is held out for validation.
-
-    The vocabulary ranks merges by frequency, as HF's WordPieceTrainer does: on a corpus
-    this small, the likelihood score would spend it on rare words and leave "the" in two
-    pieces (see ``train_wordpiece``). Cached, so pages and calls with the same settings
-    share one corpus.
-    """
-    check_size("vocab_size", vocab_size)
-    check_size("max_len", max_len, minimum=5)
-    check_size("article_stride", article_stride)
-    if tokenizer not in ("wordpiece", "byte_bpe"):
-        raise ValueError(
-            f"tokenizer must be 'wordpiece' or 'byte_bpe', got {tokenizer!r}"
-        )
-    unique: dict[str, dict[str, str]] = {}
-    # 133 of the 2,225 texts occur twice; one copy could land in each split
-    for article in data.bbc_news():
-        unique.setdefault(article["text"], article)
-    articles = list(unique.values())[::article_stride]
-    documents = [split_sentences(article["text"]) for article in articles]
-    is_train = [_is_train(index) for index in range(len(documents))]
-    train_text = "\n".join(
-        article["text"]
-        for article, keep in zip(articles, is_train, strict=True)
-        if keep
-    )
-    vocabulary = _news_vocabulary(train_text, vocab_size, tokenizer)
-    # A byte-level BPE spells a word with the space before it (" word"), so every
-    # sentence after a document's first starts with the space that separated it;
-    # WordPiece drops whitespace, and gets the same ids either way.
-    encoded = [
-        [
-            vocabulary.encode(sentence if index == 0 else " " + sentence)
-            for index, sentence in enumerate(document)
-        ]
-        for document in documents
-    ]
-    cls_id, sep_id = vocabulary.special_ids["cls"], vocabulary.special_ids["sep"]
-    train_documents = [
-        document for document, keep in zip(encoded, is_train, strict=True) if keep
-    ]
-    validation_documents = [
-        document for document, keep in zip(encoded, is_train, strict=True) if not keep
-    ]
-    return NewsCorpus(
-        tokenizer=vocabulary,
-        articles=articles,
-        train_pairs=sentence_pairs(
-            train_documents, max_len, cls_id, sep_id, random.Random(0)
-        ),
-        validation_pairs=sentence_pairs(
-            validation_documents, max_len, cls_id, sep_id, random.Random(1)
-        ),
-        max_len=max_len,
-        train_documents=train_documents,
-        validation_documents=validation_documents,
-    )
-
-
-def _news_vocabulary(
-    train_text: str, vocab_size: int, kind: str
-) -> WordPieceTokenizer | NewsByteBPE:
-    """Train the vocabulary, or read it from this build's checkpoints: training takes
-    seconds, and several pages need it."""
-    settings = {
-        "text": hashlib.sha256(train_text.encode()).hexdigest(),
-        "vocab_size": vocab_size,
-    }
-    path = checkpoint_path(
-        f"news-{kind}", settings, suffix=".txt" if kind == "wordpiece" else ".json"
-    )
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-        if kind == "wordpiece":
-            vocab = train_wordpiece(train_text, vocab_size, SPECIALS, score="frequency")
-            partial.write_text(
-                "".join(f"{token}\n" for token in vocab), encoding="utf-8"
-            )
-        else:
-            NewsByteBPE(*train_bpe(train_text, vocab_size, SPECIALS)).save(partial)
-        # atomic, so a page running at the same time never reads half a file
-        os.replace(partial, path)
-    if kind == "wordpiece":
-        return WordPieceTokenizer.from_vocab_file(path)
-    tokenizer = ByteBPETokenizer.load(path)
-    return NewsByteBPE(tokenizer.vocab, tokenizer.merges)
+from minformers.wordpiece import WordPieceTokenizer
 
 
 @dataclass
@@ -301,6 +140,7 @@ def masked_position_losses(
     by position: their difference varies far less than either loss, because the same
     positions are hard for both.
 
+    >>> from minformers.news import SPECIALS
     >>> tokenizer = WordPieceTokenizer([*SPECIALS, "news", "today", "rain"])
     >>> pair = SentencePair(
     ...     input_ids=[2, 5, 6, 7, 5, 3], segment_ids=[0] * 6, is_next=1
@@ -343,6 +183,7 @@ def prediction_scores(
     group also gives its "count" of positions (a group with none has NaN loss and
     accuracy).
 
+    >>> from minformers.news import SPECIALS
     >>> tokenizer = WordPieceTokenizer([*SPECIALS, "news", "today", "rain"])
     >>> pair = SentencePair(
     ...     input_ids=[2, 5, 6, 7, 5, 3], segment_ids=[0] * 6, is_next=1

@@ -26,7 +26,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from minformers.validation import check_size
+from minformers.arguments import check_size
 
 
 def normalise(text: str) -> str:

@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from minformers.arguments import check_size
 from minformers.bert import (
     ACTIVATIONS,
     BertConfig,
@@ -34,7 +35,6 @@ from minformers.bert import (
     init_bert_weights,
 )
 from minformers.objectives import IGNORE_INDEX, replace_tokens, replaced_token_labels
-from minformers.validation import check_size
 
 SHARED_EMBEDDINGS = (
     "token_embedding",

@@ -23,10 +23,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from minformers.arguments import check_size
 from minformers.objectives import pad
 from minformers.similarity import mean_pool
 from minformers.train import History, TrainConfig, make_optimizer, train
-from minformers.validation import check_size
 
 
 def encode_sentences(

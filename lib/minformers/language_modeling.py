@@ -23,12 +23,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from minformers.arguments import check_size
 from minformers.generation import generate
 from minformers.gpt import GPT, GPTConfig
 from minformers.llama import LlamaConfig, LlamaForCausalLM
 from minformers.sample_quality import words
 from minformers.train import History, TrainConfig, checkpoint_path, train
-from minformers.validation import check_size
 
 
 class CharTokenizer:

@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from minformers.arguments import check_size
 from minformers.bert import (
     IGNORE_INDEX,
     BertConfig,
@@ -36,10 +37,10 @@ from minformers.bert import (
     BertMLMHead,
     BertModel,
 )
-from minformers.bert_pretraining import NewsCorpus, PretrainingRun
+from minformers.bert_pretraining import PretrainingRun
+from minformers.news import NewsCorpus
 from minformers.objective_comparison import ObjectiveRun, causal_lm_losses
 from minformers.train import History, TrainConfig, checkpoint_path, train
-from minformers.validation import check_size
 
 # the three runs of the comparison
 MODELS = ("pretrained BERT", "BERT from scratch", "GPT")

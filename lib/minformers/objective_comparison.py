@@ -12,7 +12,7 @@ every token whether it
   was replaced.
 
 Every run reads the same contiguous 32-token blocks of the BBC articles
-(``bert_pretraining.news_corpus``), the blocks that step s of
+(``news.news_corpus``), the blocks that step s of
 ``PretrainingRun.roberta()`` draws, and every body has the shape of ``BertConfig.tiny``:
 2 post-LN layers, 128 wide, 2 heads, a 512-wide feed-forward, GELU, no dropout. MLM and
 RTD are the BERT pages' ``PretrainingRun`` recipes; causal LM trains our ``GPT`` and
@@ -44,9 +44,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from minformers.arguments import check_size
 from minformers.bert import BertConfig
 from minformers.bert_pretraining import (
-    NewsCorpus,
     PretrainingBatch,
     PretrainingRun,
     unigram_log_frequencies,
@@ -55,11 +55,11 @@ from minformers.denoising import random_noise_mask, sentinel_corruption
 from minformers.electra import electra_forward
 from minformers.gpt import GPT, GPTConfig
 from minformers.measure import training_flops
+from minformers.news import NewsCorpus
 from minformers.objectives import IGNORE_INDEX, pad
 from minformers.similarity import mean_pool
 from minformers.train import History, TrainConfig, checkpoint_path, train
 from minformers.transformer import PAD, EncoderDecoder, TransformerConfig, sequence_loss
-from minformers.validation import check_size
 
 OBJECTIVES = ("causal LM", "MLM", "span corruption", "RTD")
 MODEL_OF = {

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 import torch
 
 from minformers import data
+from minformers.arguments import check_size
 from minformers.bpe import ByteBPETokenizer, gpt2_token_bytes
 from minformers.generation import generate
 from minformers.objectives import split_sentences
-from minformers.validation import check_size
 
 BLANK = "____"
 # A number as news prose writes it: an optional currency sign, the digits (with . or ,

@@ -16,6 +16,7 @@ worker processes, one torch thread each.
 import time
 from dataclasses import dataclass
 
+from minformers.arguments import check_size
 from minformers.gpt import GPTConfig
 from minformers.language_modeling import LMRun
 from minformers.parallel import map_in_workers
@@ -23,7 +24,6 @@ from minformers.runtime import log
 from minformers.scaling import non_embedding_parameters, training_flops_per_token
 from minformers.shakespeare_gpt import shakespeare_characters, train_quietly
 from minformers.train import TrainConfig
-from minformers.validation import check_size
 
 HEAD_DIM = 16  # heads are about 16 wide: d_model // 16 of them, and at least one
 # Adam's best step size shrinks as a model widens (muP's rule for hidden weights: lr ~ 1

@@ -21,9 +21,9 @@ Outputs start after BOS and are right-padded with PAD.
 
 import torch
 
+from minformers.arguments import check_size
 from minformers.kv_cache import KVCache
 from minformers.transformer import BOS, EOS, PAD, EncoderDecoder
-from minformers.validation import check_size
 
 
 def _check(model: EncoderDecoder, max_len: int) -> None:
