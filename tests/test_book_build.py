@@ -90,8 +90,8 @@ def test_launch_buttons_follow_the_repository_url(tmp_path, repository):
 
 
 def test_every_exercise_and_solution_has_its_own_id(tmp_path):
-    """sphinx-exercise gives every exercise's (and solution's) content one shared id; tools/book_report.py numbers
-    them."""
+    """sphinx-exercise gives every exercise's (and solution's) content one shared id; tools/course_site numbers
+    them (chapter_page.py)."""
     exercises = "".join(f"""
 ```{{exercise}} Exercise {n}
 :label: ex-{n}

@@ -36,7 +36,7 @@ def test_each_chapter_on_the_map_links_its_page():
 
 
 def test_each_chapter_names_the_earlier_chapters_it_builds_on():
-    """`builds_on` in a chapter's front matter is shown under its title (tools/book_report.py): every chapter has
+    """`builds_on` in a chapter's front matter is shown under its title (tools/course_site): every chapter has
     one, and it names only chapters a reader meets before it."""
     from build_book import front_matter
 

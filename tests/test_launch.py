@@ -75,9 +75,9 @@ def test_binder_post_build_installs_the_library_and_opens_md_as_notebooks(tmp_pa
 @pytest.mark.slow
 @pytest.mark.parametrize("where", ["beside the notebook", "on the site"])
 def test_a_downloaded_notebooks_first_cell_installs_the_course(tmp_path, where):
-    """The cell tools/book_report.py puts first in each downloadable notebook, run in a fresh environment: with the
+    """The cell tools/course_site puts first in each downloadable notebook, run in a fresh environment: with the
     course files saved beside the notebook, and with them fetched from the site's address (a file:// URL here)."""
-    from book_report import INSTALL_CELL, write_course_files
+    from course_site.notebooks import INSTALL_CELL, write_course_files
 
     files = tmp_path / "course"
     wheel = write_course_files(ROOT, files).name
@@ -89,7 +89,7 @@ def test_a_downloaded_notebooks_first_cell_installs_the_course(tmp_path, where):
 
 
 def test_the_first_cell_says_what_to_download_when_it_has_no_source(tmp_path):
-    from book_report import INSTALL_CELL
+    from course_site.notebooks import INSTALL_CELL
 
     cell = INSTALL_CELL.format(site=None, wheel="minformers-0.1.0-py3-none-any.whl")
     result = subprocess.run(["python", "-c", cell], cwd=tmp_path, env=fresh_environment(tmp_path),

@@ -112,7 +112,7 @@ def build_site(names: list[str]) -> None:
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     config["title"] += " (student edition)"
     config["execute"]["execute_notebooks"] = "off"
-    config["sphinx"]["local_extensions"] = {"book_report": str(ROOT / "tools")}
+    config["sphinx"]["local_extensions"] = {"course_site": str(ROOT / "tools")}
     (source / "_config.yml").write_text(yaml.safe_dump(config))
 
     jupyter_book = Path(sys.executable).parent / "jupyter-book"

@@ -1,14 +1,16 @@
-"""The parts of tools/book_report.py that need no build: alt text from a cell's source, launch-button settings."""
+"""The parts of the site's Sphinx extension (tools/course_site) that need no build: alt text from a cell's source,
+launch-button settings."""
 
 import doctest
 from types import SimpleNamespace
 
-import book_report
-from book_report import figure_titles, launch_buttons_need_a_repository
+from course_site import alt_text
+from course_site.alt_text import figure_titles
+from course_site.notebooks import launch_buttons_need_a_repository
 
 
 def test_docstring_examples_hold():
-    result = doctest.testmod(book_report)
+    result = doctest.testmod(alt_text)
     assert result.attempted > 0 and result.failed == 0
 
 
