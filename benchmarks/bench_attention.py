@@ -11,9 +11,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from minformers.attention import MultiHeadAttention, scaled_dot_product_attention
-from minformers.convert import load_torch_multihead_attention
-from minformers.measure import median_time
-from minformers.runtime import seed_everything
+from minformers.convert.pytorch import load_torch_multihead_attention
+from minformers.support.measure import median_time
+from minformers.support.runtime import seed_everything
 
 B, H, D = 4, 4, 32
 D_MODEL = H * D  # 128

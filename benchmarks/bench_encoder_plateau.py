@@ -17,8 +17,8 @@ import dataclasses
 import io
 
 from minformers.bert import IGNORE_INDEX
-from minformers.bert_pretraining import ENCODER_RUN, news_corpus, pretrain_tiny_bert
-from minformers.parallel import map_in_workers
+from minformers.recipes.bert_pretraining import ENCODER_RUN, news_corpus, pretrain_tiny_bert
+from minformers.support.parallel import map_in_workers
 
 VARIANTS = {
     "the course's recipe (short blocks, then long)": {},

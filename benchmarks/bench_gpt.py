@@ -1,8 +1,8 @@
 """Our GPT against HF's GPT2LMHeadModel on nanoGPT's CPU configuration: one training step each, in this run.
 
 4 layers, 4 heads, d_model 128, block 64, batch 12, dropout 0, character-level Shakespeare; the book's thread count
-(minformers.runtime.DEFAULT_THREADS); fused AdamW steps (the lib's optimizer) for both, timed as the median of REPEATS
-after WARMUP, the two models taking turns so that a slow moment of the machine falls on both. Prints:
+(minformers.support.runtime.DEFAULT_THREADS); fused AdamW steps (the lib's optimizer) for both, timed as the median
+of REPEATS after WARMUP, the two models taking turns so that a slow moment of the machine falls on both. Prints:
 - the ratio of step times, ours / HF (goal: 0.8x or less), and tokens per second;
 - achieved GFLOP/s (6 x non-embedding parameters x tokens, plus attention) as a fraction of this machine's fp32
   matmul GFLOP/s, measured here too;
@@ -18,12 +18,12 @@ import time
 import torch
 import transformers
 
-from minformers.convert import hf_gpt2_state_dict
+from minformers.convert.gpt2 import hf_gpt2_state_dict
 from minformers.gpt import GPT, GPTConfig, language_model_loss
 from minformers.language_modeling import random_windows
-from minformers.measure import median_time
-from minformers.runtime import seed_everything
-from minformers.shakespeare_gpt import shakespeare_characters
+from minformers.recipes.shakespeare_gpt import shakespeare_characters
+from minformers.support.measure import median_time
+from minformers.support.runtime import seed_everything
 from minformers.train import TrainConfig, train
 
 BATCH, WARMUP, REPEATS, ROUNDS = 12, 3, 9, 5

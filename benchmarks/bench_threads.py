@@ -11,7 +11,7 @@ REPEATS after WARMUP, at 1 and at 2 threads in this same run:
   in steps per second: the scaling sweep's narrowest and widest GPTs (its workers), and the gpt page's GPT beside
   its Llama-style sibling (``parallel.in_background``).
 
-minformers.runtime.DEFAULT_THREADS is set from what this prints; rerun it on a new machine.
+minformers.support.runtime.DEFAULT_THREADS is set from what this prints; rerun it on a new machine.
 
     .venv/bin/python benchmarks/bench_threads.py
 """
@@ -25,13 +25,13 @@ import torch.nn.functional as F
 
 from minformers.bert import BertConfig, BertForPreTraining
 from minformers.bpe import train_bpe
-from minformers.data import shakespeare_works
+from minformers.encoder_decoder import EncoderDecoder, TransformerConfig
 from minformers.gpt import GPT, GPTConfig, language_model_loss
 from minformers.llama import LlamaConfig, LlamaForCausalLM
-from minformers.measure import median_time
-from minformers.runtime import DEFAULT_THREADS
-from minformers.scaling_sweep import SweepRun
-from minformers.transformer import EncoderDecoder, TransformerConfig
+from minformers.recipes.scaling_sweep import SweepRun
+from minformers.support.data import shakespeare_works
+from minformers.support.measure import median_time
+from minformers.support.runtime import DEFAULT_THREADS
 
 WARMUP, REPEATS = 3, 15
 SIDE_BY_SIDE_STEPS = 60  # per run, in the comparisons of workers against one process
@@ -141,7 +141,7 @@ def main() -> None:
         workers, one_process = side_by_side(first, second)
         print(f"  {name:<40} workers {workers:6.1f} steps/s, one process {one_process:6.1f} steps/s, "
               f"ratio {workers / one_process:.2f} (above 1: the workers win)")
-    print(f"minformers.runtime.DEFAULT_THREADS = {DEFAULT_THREADS}")
+    print(f"minformers.support.runtime.DEFAULT_THREADS = {DEFAULT_THREADS}")
 
 
 if __name__ == "__main__":

@@ -24,10 +24,10 @@ import tiktoken  # noqa: E402 (after the thread setting)
 import tiktoken.load  # noqa: E402
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 
-from minformers import data  # noqa: E402
 from minformers.bpe import ByteBPETokenizer, gpt2_token_bytes, train_bpe  # noqa: E402
-from minformers.measure import median_time  # noqa: E402
 from minformers.pretokenize import GPT2_PATTERN  # noqa: E402
+from minformers.support import data  # noqa: E402
+from minformers.support.measure import median_time  # noqa: E402
 
 TRAIN_CHARS, VOCAB_SIZE = 133_000, 500
 ENCODE_CHARS = 1_000_000

@@ -8,7 +8,6 @@ import torch
 import transformers
 from safetensors.torch import load_file
 
-from minformers import data
 from minformers.bert import (
     BertConfig,
     BertForPreTraining,
@@ -17,8 +16,9 @@ from minformers.bert import (
     attention_mask_to_bool,
     count_parameters,
 )
-from minformers.convert import hf_bert_state_dict, load_hf_bert
+from minformers.convert.bert import hf_bert_state_dict, load_hf_bert
 from minformers.masks import padding_mask
+from minformers.support import data
 
 torch.set_num_threads(1)
 

@@ -4,12 +4,12 @@ weights, and a run scores every dev sentence. A small corpus and a one-layer run
 import pytest
 import torch
 
-from minformers import bert_classifier, bert_pretraining
-from minformers.bert_classifier import EncoderFineTuneRun, encoder_classifier, fine_tune_encoder_on_reviews
-from minformers.bert_pretraining import PretrainingRun
-from minformers.news import news_corpus
+from minformers.recipes import bert_classifier, bert_pretraining
+from minformers.recipes.bert_classifier import EncoderFineTuneRun, encoder_classifier, fine_tune_encoder_on_reviews
+from minformers.recipes.bert_pretraining import PretrainingRun
+from minformers.recipes.news import news_corpus
+from minformers.recipes.transfer import MeanPoolClassifier
 from minformers.train import TrainConfig
-from minformers.transfer import MeanPoolClassifier
 
 torch.set_num_threads(1)
 

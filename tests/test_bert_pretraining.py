@@ -6,9 +6,10 @@ from dataclasses import replace
 import pytest
 import torch
 
-from minformers import bert_pretraining
 from minformers.bert import IGNORE_INDEX, BertConfig, BertForPreTraining
-from minformers.bert_pretraining import (
+from minformers.objectives import SentencePair, split_sentences
+from minformers.recipes import bert_pretraining
+from minformers.recipes.bert_pretraining import (
     PretrainingRun,
     masking_shares,
     prediction_scores,
@@ -17,8 +18,7 @@ from minformers.bert_pretraining import (
     pretraining_losses,
     unigram_log_frequencies,
 )
-from minformers.news import SPECIALS, news_corpus
-from minformers.objectives import SentencePair, split_sentences
+from minformers.recipes.news import SPECIALS, news_corpus
 from minformers.train import TrainConfig
 from minformers.wordpiece import WordPieceTokenizer
 

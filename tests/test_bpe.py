@@ -9,9 +9,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minformers import bpe_simple, data
+from minformers import bpe_simple
 from minformers.bpe import ByteBPETokenizer, _greatest_first, merge_pair, train_bpe
 from minformers.pretokenize import GPT2_PATTERN, pretokenize
+from minformers.support import data
 from tokenizer_samples import SAMPLES
 
 EOT = "<|endoftext|>"

@@ -462,7 +462,7 @@ def test_screenshots_in_light_and_dark_mode(browser, base_url, visits):
                 "if (image) image.scrollIntoView({block: 'center'});"
                 "return image && getComputedStyle(image).backgroundColor;")
             if scheme == "dark" and name == "chapter":
-                # Figures are drawn to read on both themes (lib/minformers/plotting.py): no light panel behind them.
+                # Figures are drawn to read on both themes (minformers.support.plotting): no light panel behind them.
                 assert figure == "rgba(0, 0, 0, 0)", f"{page}: figures sit on {figure} in dark mode"
             browser.save_screenshot(str(SCREENSHOTS / f"{name}-{scheme}.png"))
     browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})

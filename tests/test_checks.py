@@ -580,7 +580,7 @@ def relative_distance_over_all_of_final(initial, final):  # reads final's extra 
 
 
 def calls_lib_relative_distance(initial, final):
-    from minformers.transfer import weight_movement
+    from minformers.recipes.transfer import weight_movement
 
     return weight_movement(initial, final)["all"]
 
@@ -614,7 +614,7 @@ def equal_compute_steps_inverted(flops_per_step, budget):  # the dearer step get
 
 
 def calls_lib_equal_compute_steps(flops_per_step, budget):
-    from minformers.objective_comparison import equal_compute_steps
+    from minformers.recipes.objective_comparison import equal_compute_steps
 
     return equal_compute_steps(flops_per_step, budget)
 
@@ -642,7 +642,7 @@ def true_token_share_all_random(p, split, n_ordinary):  # counts every random re
 
 
 def calls_lib_true_token_share(p, split, n_ordinary):
-    from minformers.bert_pretraining import masking_shares
+    from minformers.recipes.bert_pretraining import masking_shares
 
     return masking_shares(p, split, n_ordinary)["shown the true token"]
 
@@ -682,7 +682,7 @@ def candidate_ranks_lowest_first(logits, candidate_ids, answer_ids):  # ranks by
 
 
 def calls_lib_candidate_ranks(logits, candidate_ids, answer_ids):
-    from minformers.cloze import candidate_ranks
+    from minformers.recipes.cloze import candidate_ranks
 
     return candidate_ranks(logits, candidate_ids, answer_ids)
 
@@ -765,7 +765,7 @@ def next_token_targets_padding_as_pad_id(input_ids, attention_mask):  # 0 ([PAD]
 
 
 def calls_lib_next_token_targets(input_ids, attention_mask):
-    from minformers.next_word import next_token_targets
+    from minformers.recipes.next_word import next_token_targets
 
     return next_token_targets(input_ids, attention_mask)
 

@@ -5,10 +5,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from minformers import cloze
 from minformers.bert import BertConfig, BertForPreTraining
-from minformers.bert_pretraining import PretrainingBatch
-from minformers.cloze import (
+from minformers.recipes import cloze
+from minformers.recipes.bert_pretraining import PretrainingBatch
+from minformers.recipes.cloze import (
     NOUN_SUBJECT,
     PRONOUN_SUBJECT,
     NameFact,

@@ -6,7 +6,10 @@ from torch import nn
 
 from minformers.attention import MultiHeadAttention
 from minformers.blocks import TransformerBlock
-from minformers.convert import load_torch_encoder_layer, load_torch_multihead_attention
+from minformers.convert.pytorch import (
+    load_torch_encoder_layer,
+    load_torch_multihead_attention,
+)
 from minformers.masks import causal_mask
 
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from minformers import data
+from minformers.support import data
 
 # A small wheel, so the failure paths are quick to exercise; its real sha256 is not this one.
 SIX_WITH_WRONG_HASH = data.Artifact("six", "1.17.0", "six-1.17.0-py2.py3-none-any.whl", sha256="0" * 64)

@@ -7,7 +7,8 @@ import re
 import pytest
 import torch
 
-from minformers.denoiser_pretraining import (
+from minformers.encoder_decoder import EOS, EncoderDecoder
+from minformers.recipes.denoiser_pretraining import (
     OBJECTIVES,
     DenoisingIds,
     DenoisingRun,
@@ -18,7 +19,6 @@ from minformers.denoiser_pretraining import (
     pretrain_denoiser_quietly,
 )
 from minformers.train import TrainConfig
-from minformers.transformer import EOS, EncoderDecoder
 
 IDS = DenoisingIds(mask=3, sentinels=tuple(range(4, 28)))
 VOCAB = 60

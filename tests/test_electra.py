@@ -6,7 +6,7 @@ import torch
 import transformers
 
 from minformers.bert import BertConfig
-from minformers.convert import hf_electra_state_dict
+from minformers.convert.bert import hf_electra_state_dict
 from minformers.electra import Electra, electra_forward, generator_config
 from minformers.objectives import IGNORE_INDEX, mask_tokens
 

@@ -16,7 +16,7 @@ import pytest
 
 matplotlib.use("Agg")
 
-from minformers import plotting
+from minformers.support import plotting
 from notebooks import chapters
 
 ROOT = Path(__file__).resolve().parent.parent

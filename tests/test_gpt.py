@@ -5,7 +5,7 @@ import pytest
 import torch
 import transformers
 
-from minformers.convert import hf_gpt2_state_dict, load_hf_gpt2
+from minformers.convert.gpt2 import hf_gpt2_state_dict, load_hf_gpt2
 from minformers.gpt import GPT, GPTConfig, count_parameters, language_model_loss
 
 torch.set_num_threads(1)

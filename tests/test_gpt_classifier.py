@@ -5,11 +5,11 @@ import pytest
 import torch
 from torch import nn
 
-from minformers import data
 from minformers.bpe import ByteBPETokenizer, train_bpe
 from minformers.finetuning import fit_classifier
 from minformers.gpt import GPT, GPTConfig
-from minformers.gpt_classifier import (
+from minformers.language_modeling import LMRun, train_language_model
+from minformers.recipes.gpt_classifier import (
     CLASSIFY,
     END,
     SPECIAL_TOKENS,
@@ -21,7 +21,7 @@ from minformers.gpt_classifier import (
     review_corpus,
     text_lm_loss,
 )
-from minformers.language_modeling import LMRun, train_language_model
+from minformers.support import data
 from minformers.train import TrainConfig
 
 torch.set_num_threads(1)

@@ -6,8 +6,8 @@ import torch
 
 from minformers.bpe import ByteBPETokenizer, train_bpe
 from minformers.gpt import GPT, GPTConfig
-from minformers.gpt_classifier import SPECIAL_TOKENS
-from minformers.gpt_structured import (
+from minformers.recipes.gpt_classifier import SPECIAL_TOKENS
+from minformers.recipes.gpt_structured import (
     GPTStructuredHead,
     encode_sequences,
     review_pairs,

@@ -9,9 +9,13 @@ import torch
 import transformers
 from transformers.models.llama import modeling_llama
 
-from minformers import data
 from minformers.attention import MultiHeadAttention
-from minformers.convert import hf_llama_state_dict, load_gguf_llama, load_hf_llama, unpermute_gguf_rope_rows
+from minformers.convert.llama import (
+    hf_llama_state_dict,
+    load_gguf_llama,
+    load_hf_llama,
+    unpermute_gguf_rope_rows,
+)
 from minformers.kv_cache import KVCache
 from minformers.llama import (
     GroupedQueryAttention,
@@ -23,6 +27,7 @@ from minformers.llama import (
     rope_cos_sin,
 )
 from minformers.masks import causal_mask
+from minformers.support import data
 
 torch.set_num_threads(1)
 

@@ -17,7 +17,7 @@ from minformers.long_attention import (
     sliding_window_attention,
 )
 from minformers.masks import combine_masks, local_global_mask, padding_mask, sliding_window_mask
-from minformers.measure import peak_tensor_bytes
+from minformers.support.measure import peak_tensor_bytes
 
 
 def random_qkv(*shape, seed=0):

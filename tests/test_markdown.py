@@ -2,7 +2,7 @@
 
 import pytest
 
-from minformers.markdown import listed, table
+from minformers.support.markdown import listed, table
 
 
 def test_a_table_has_a_header_a_rule_and_one_line_per_row():

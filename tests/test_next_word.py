@@ -8,11 +8,11 @@ import torch.nn.functional as F
 import transformers
 
 from minformers.bert import BertConfig, BertForPreTraining
-from minformers.bert_pretraining import PretrainingRun
-from minformers.convert import hf_bert_state_dict
+from minformers.convert.bert import hf_bert_state_dict
 from minformers.gpt import GPT
-from minformers.news import news_corpus
-from minformers.next_word import (
+from minformers.recipes.bert_pretraining import PretrainingRun
+from minformers.recipes.news import news_corpus
+from minformers.recipes.next_word import (
     MODELS,
     BertForNextWord,
     MaskedNextWord,
@@ -26,8 +26,8 @@ from minformers.next_word import (
     train_next_word_quietly,
     unigram_loss,
 )
-from minformers.objective_comparison import ObjectiveRun, causal_lm_losses
-from minformers.parallel import map_in_workers
+from minformers.recipes.objective_comparison import ObjectiveRun, causal_lm_losses
+from minformers.support.parallel import map_in_workers
 
 torch.set_num_threads(1)
 

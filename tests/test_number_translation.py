@@ -2,8 +2,8 @@
 
 import pytest
 
-from minformers.number_translation import join_words, number_pairs, number_translation, words
-from minformers.transformer import EOS, PAD
+from minformers.encoder_decoder import EOS, PAD
+from minformers.recipes.number_translation import join_words, number_pairs, number_translation, words
 
 
 def test_words_round_trip_on_both_languages():

@@ -7,13 +7,15 @@ import random
 import pytest
 import torch
 
-from minformers.bert_pretraining import prediction_scores
 from minformers.denoising import restore_spans
+from minformers.encoder_decoder import EncoderDecoder
 from minformers.finetuning import sentence_features
 from minformers.gpt import GPT, language_model_loss
-from minformers.news import news_corpus
-from minformers.next_word import unigram_loss
-from minformers.objective_comparison import (
+from minformers.objectives import IGNORE_INDEX, pad
+from minformers.recipes.bert_pretraining import prediction_scores
+from minformers.recipes.news import news_corpus
+from minformers.recipes.next_word import unigram_loss
+from minformers.recipes.objective_comparison import (
     OBJECTIVES,
     CausalBody,
     EncoderBody,
@@ -29,9 +31,7 @@ from minformers.objective_comparison import (
     step_flops,
     t5_config,
 )
-from minformers.objectives import IGNORE_INDEX, pad
 from minformers.scaling import training_flops_per_token
-from minformers.transformer import EncoderDecoder
 
 torch.set_num_threads(1)
 

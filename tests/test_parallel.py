@@ -4,7 +4,7 @@ import time
 import pytest
 import torch
 
-from minformers.parallel import in_background, map_in_workers
+from minformers.support.parallel import in_background, map_in_workers
 
 
 def test_results_come_back_in_the_order_given_whatever_order_they_finish_in():

@@ -6,7 +6,7 @@ import torch
 
 from minformers.bpe import ByteBPETokenizer, train_bpe
 from minformers.objectives import split_sentences
-from minformers.rag import (
+from minformers.recipes.rag import (
     BLANK,
     NUMBER,
     build_library,
@@ -123,8 +123,8 @@ def test_smollm2_tokenizer_from_gguf_matches_hugging_face():
     import gguf
     from transformers import AutoTokenizer
 
-    from minformers import data
-    from minformers.rag import gguf_tokenizer
+    from minformers.recipes.rag import gguf_tokenizer
+    from minformers.support import data
 
     path = data.smollm2_gguf()
     ours = gguf_tokenizer(gguf.GGUFReader(str(path)))

@@ -37,7 +37,7 @@ from minformers.retrieval import (
 )
 from minformers.train import TrainConfig, train
 
-torch.set_num_threads(1)  # small models run several times faster on one thread (see minformers.runtime)
+torch.set_num_threads(1)  # small models run several times faster on one thread (see minformers.support.runtime)
 
 DOCUMENTS = [["the", "cat", "sat"], ["a", "dog", "sat", "on", "a", "cat", "mat"], ["dogs", "bark"]]
 
@@ -150,9 +150,9 @@ def test_dense_retrieval_with_minilm_matches_hugging_face():
     from safetensors.torch import load_file
     from transformers import BertModel as HFBertModel
 
-    from minformers import data
-    from minformers.convert import load_hf_bert
+    from minformers.convert.bert import load_hf_bert
     from minformers.finetuning import encode_sentences
+    from minformers.support import data
     from minformers.wordpiece import WordPieceTokenizer
 
     model_dir = data.minilm_dir()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from minformers.runtime import DEFAULT_THREADS, default_device, seed_everything
+from minformers.support.runtime import DEFAULT_THREADS, default_device, seed_everything
 
 
 @pytest.fixture(autouse=True)
@@ -45,11 +45,11 @@ def test_threads_are_set():
 
 @pytest.mark.parametrize(("setting", "expected"), [(None, min(2, os.cpu_count() or 1)), ("1", 1), ("3", 3)])
 def test_default_is_both_cores_unless_the_environment_says_otherwise(setting, expected):
-    """Read in a fresh interpreter: the default is fixed when minformers.runtime is first imported."""
+    """Read in a fresh interpreter: the default is fixed when minformers.support.runtime is first imported."""
     environment = {key: value for key, value in os.environ.items() if key != "MINFORMERS_THREADS"}
     if setting is not None:
         environment["MINFORMERS_THREADS"] = setting
-    code = "from minformers.runtime import DEFAULT_THREADS; print(DEFAULT_THREADS)"
+    code = "from minformers.support.runtime import DEFAULT_THREADS; print(DEFAULT_THREADS)"
     result = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True, check=True)
     assert int(result.stdout) == expected
 

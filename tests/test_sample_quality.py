@@ -1,6 +1,6 @@
 import pytest
 
-from minformers.sample_quality import distinct_share, known_word_share, repeated_share, words
+from minformers.support.sample_quality import distinct_share, known_word_share, repeated_share, words
 
 
 def test_words_strip_punctuation_at_the_ends_only_and_lower_case():

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from minformers.gpt import GPT, GPTConfig, language_model_loss
-from minformers.measure import training_flops
+from minformers.recipes.scaling_sweep import SweepRun, train_sweep_run
 from minformers.scaling import (
     JointLaw,
     PowerLaw,
@@ -13,7 +13,7 @@ from minformers.scaling import (
     non_embedding_parameters,
     training_flops_per_token,
 )
-from minformers.scaling_sweep import SweepRun, train_sweep_run
+from minformers.support.measure import training_flops
 
 CONFIGS = [
     GPTConfig(n_layers=1, d_model=4, n_heads=1, d_ff=16, vocab_size=10, max_len=8),

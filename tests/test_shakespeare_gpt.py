@@ -6,7 +6,7 @@ import torch
 from minformers.gpt import GPT
 from minformers.language_modeling import LMRun, train_language_model
 from minformers.llama import LlamaForCausalLM
-from minformers.shakespeare_gpt import PROMPT, shakespeare_characters
+from minformers.recipes.shakespeare_gpt import PROMPT, shakespeare_characters
 from minformers.train import TrainConfig
 
 torch.set_num_threads(1)
@@ -40,8 +40,8 @@ def test_unknown_architecture_is_refused():
 
 
 def test_write_samples_gives_the_same_texts_for_a_seed_and_prints_nothing(monkeypatch, capsys):
-    from minformers import shakespeare_gpt
-    from minformers.runtime import log
+    from minformers.recipes import shakespeare_gpt
+    from minformers.support.runtime import log
 
     corpus = shakespeare_characters()
     torch.manual_seed(0)

@@ -76,7 +76,7 @@ def test_attention_figures_are_pngs_produced_by_the_build():
 
 
 def test_no_page_output_shows_a_warning_or_traceback():
-    """stderr carries the progress lines (minformers.runtime.log), which the pages leave out; a warning or an
+    """stderr carries the progress lines (minformers.support.runtime.log), which the pages leave out; a warning or an
     error there would be left out with them, so it is looked for in the executed notebooks."""
     for name in code_pages():
         notebook = nbformat.read(BUILD / "jupyter_execute" / f"{name}.ipynb", as_version=4)

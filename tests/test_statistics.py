@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from minformers.statistics import compare_over_seeds, mcnemar, mean_interval, t_quantile
+from minformers.support.statistics import compare_over_seeds, mcnemar, mean_interval, t_quantile
 
 
 def test_mcnemar_counts_only_disagreements_and_matches_a_hand_computed_binomial():

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from minformers.bert import BertConfig, BertModel
-from minformers.convert import hf_bert_state_dict, load_hf_bert
-from minformers.transfer import (
+from minformers.convert.bert import hf_bert_state_dict, load_hf_bert
+from minformers.recipes.transfer import (
     MeanPoolClassifier,
     layer_of,
     relative_distance,

@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch import nn
 
-from minformers.convert import load_torch_transformer, to_torch_transformer
+from minformers.convert.pytorch import load_torch_transformer, to_torch_transformer
+from minformers.encoder_decoder import BOS, EOS, PAD, EncoderDecoder, TransformerConfig, sequence_loss, shift_right
 from minformers.seq2seq_decoding import beam_search, greedy_decode
-from minformers.transformer import BOS, EOS, PAD, EncoderDecoder, TransformerConfig, sequence_loss, shift_right
 
 torch.set_num_threads(1)
 

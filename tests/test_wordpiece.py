@@ -10,7 +10,7 @@ import transformers
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minformers import data
+from minformers.support import data
 from minformers.wordpiece import WordPieceTokenizer, basic_tokenize, train_wordpiece, wordpiece_split
 from tokenizer_samples import SAMPLES
 

@@ -88,7 +88,8 @@ def resolve(name: str):
 
 
 def call(shell, request: dict) -> dict:
-    from minformers import checks, measure  # imported after the cells, as the chapter imported them
+    from minformers import checks  # imported after the cells, as the chapter imported them
+    from minformers.support import measure
 
     function = shell.user_ns.get(request["function"])
     if not callable(function):

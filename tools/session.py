@@ -13,7 +13,8 @@ from pathlib import Path
 import nbformat
 
 from channel import ChannelClosed, ChannelTimeout, MessageTooLarge, receive, send
-from minformers import checks, data, train
+from minformers import checks, train
+from minformers.support import data
 from sandbox import Limits, ended_by, kill, start
 
 HARNESS = Path(__file__).resolve().parent

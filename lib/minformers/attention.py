@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minformers.arguments import check_heads, check_size
 from minformers.masks import causal_mask, combine_masks
+from minformers.support.arguments import check_heads, check_size
 
 
 def _check_attention_inputs(q, k, v, mask, dropout_p) -> None:

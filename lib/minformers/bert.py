@@ -21,10 +21,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minformers.arguments import check_heads, check_size
 from minformers.blocks import ACTIVATIONS, TransformerBlock
 from minformers.objectives import IGNORE_INDEX
 from minformers.positions import LearnedPositions
+from minformers.support.arguments import check_heads, check_size
 
 # Our config fields -> transformers.BertConfig's, and our activations -> HF's (their
 # "gelu" is the exact erf form).

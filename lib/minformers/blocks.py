@@ -10,8 +10,8 @@ from functools import partial
 import torch
 from torch import nn
 
-from minformers.arguments import check_size
 from minformers.attention import MultiHeadAttention
+from minformers.support.arguments import check_size
 
 ACTIVATIONS = {
     # the exact erf form: BERT, and torch's TransformerEncoderLayer(activation="gelu")

@@ -25,8 +25,8 @@ from collections.abc import Iterable, Iterator
 from itertools import pairwise
 from pathlib import Path
 
-from minformers.arguments import check_size
 from minformers.pretokenize import check_special_tokens, pretokenize, split_on_special
+from minformers.support.arguments import check_size
 
 Pair = tuple[int, int]  # two adjacent token ids
 FORMAT = "minformers.ByteBPETokenizer/1"  # written by save, checked by load

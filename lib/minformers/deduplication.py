@@ -26,7 +26,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from minformers.arguments import check_size
+from minformers.support.arguments import check_size
 
 
 def normalise(text: str) -> str:

@@ -30,7 +30,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from minformers.arguments import check_size
+from minformers.support.arguments import check_size
 
 
 def _composition(total: int, parts: int, rng: random.Random) -> list[int]:

@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from minformers.arguments import check_size
+from minformers.support.arguments import check_size
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Starting processes

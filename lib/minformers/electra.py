@@ -26,7 +26,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minformers.arguments import check_size
 from minformers.bert import (
     ACTIVATIONS,
     BertConfig,
@@ -35,6 +34,7 @@ from minformers.bert import (
     init_bert_weights,
 )
 from minformers.objectives import IGNORE_INDEX, replace_tokens, replaced_token_labels
+from minformers.support.arguments import check_size
 
 SHARED_EMBEDDINGS = (
     "token_embedding",

@@ -23,9 +23,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minformers.arguments import check_size
 from minformers.objectives import pad
 from minformers.similarity import mean_pool
+from minformers.support.arguments import check_size
 from minformers.train import History, TrainConfig, make_optimizer, train
 
 
@@ -331,7 +331,7 @@ def sentiment_probe(
     each dev sentence's (dev_size,) right-or-wrong flag, for a paired test of two bodies
     (``statistics.compare_over_seeds``)."""
     # here, not at the top: data pulls in the artifact downloader
-    from minformers import data
+    from minformers.support import data
 
     splits = data.movie_review_splits()
     texts = {

@@ -27,8 +27,8 @@ and whose ``config`` has ``max_len`` and ``n_layers``: ``minformers.gpt.GPT`` an
 
 import torch
 
-from minformers.arguments import check_size
 from minformers.kv_cache import KVCache
+from minformers.support.arguments import check_size
 
 
 def filter_logits(

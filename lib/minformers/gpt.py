@@ -23,10 +23,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minformers.arguments import check_heads, check_size
 from minformers.blocks import ACTIVATIONS, TransformerBlock
 from minformers.kv_cache import KVCache
 from minformers.positions import LearnedPositions
+from minformers.support.arguments import check_heads, check_size
 
 # Our config fields -> transformers.GPT2Config's, and our activations -> HF's names.
 _HF_NAMES = {

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minformers.arguments import check_size
+from minformers.support.arguments import check_size
 
 
 @dataclass(frozen=True)

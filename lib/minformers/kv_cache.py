@@ -21,7 +21,7 @@ tokens' keys and values and attends over what it returns.
 
 import torch
 
-from minformers.arguments import check_size
+from minformers.support.arguments import check_size
 
 
 class KVCache:

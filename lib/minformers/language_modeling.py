@@ -23,11 +23,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minformers.arguments import check_size
 from minformers.generation import generate
 from minformers.gpt import GPT, GPTConfig
 from minformers.llama import LlamaConfig, LlamaForCausalLM
-from minformers.sample_quality import words
+from minformers.support.arguments import check_size
+from minformers.support.sample_quality import words
 from minformers.train import History, TrainConfig, checkpoint_path, train
 
 

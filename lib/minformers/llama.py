@@ -24,9 +24,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minformers.arguments import check_heads, check_size
 from minformers.kv_cache import KVCache
 from minformers.masks import causal_mask
+from minformers.support.arguments import check_heads, check_size
 
 # Our config fields -> transformers.LlamaConfig's (rope_theta sits inside its
 # rope_parameters dict).

@@ -20,7 +20,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from minformers.arguments import check_size
+from minformers.support.arguments import check_size
 
 
 def _check_inputs(

@@ -12,7 +12,7 @@ T_k) and cached decoding.
 
 import torch
 
-from minformers.arguments import check_size
+from minformers.support.arguments import check_size
 
 
 def padding_mask(lengths: torch.Tensor, max_len: int | None = None) -> torch.Tensor:

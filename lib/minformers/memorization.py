@@ -33,8 +33,8 @@ from dataclasses import dataclass
 
 import torch
 
-from minformers.arguments import check_size
 from minformers.kv_cache import KVCache
+from minformers.support.arguments import check_size
 
 # none of them in Shakespeare
 NAMES = ("Alice", "Bruno", "Chloe", "Dmitri", "Elena", "Farid", "Greta", "Hiro")

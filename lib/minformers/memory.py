@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from minformers.arguments import check_size
+from minformers.support.arguments import check_size
 
 
 def saved_activation_bytes(

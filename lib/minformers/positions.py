@@ -8,7 +8,7 @@ token embeddings by broadcasting.
 import torch
 from torch import nn
 
-from minformers.arguments import check_size
+from minformers.support.arguments import check_size
 
 
 def sinusoidal_positions(length: int, d_model: int) -> torch.Tensor:

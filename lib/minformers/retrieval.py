@@ -40,11 +40,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minformers.arguments import check_size
 from minformers.bert import BertConfig, BertModel, init_bert_weights
 from minformers.finetuning import encode_sentences, sentence_features
 from minformers.objectives import pad
 from minformers.similarity import cosine_matrix
+from minformers.support.arguments import check_size
 
 _WORD = re.compile(r"[a-z0-9]+")
 

@@ -6,7 +6,7 @@ cache holding the earlier ones' keys and values (``use_cache=False`` recomputes 
 whole prefix instead, for checking). A sequence ends at EOS; after it, only PAD follows.
 Outputs start after BOS and are right-padded with PAD.
 
-    >>> from minformers.transformer import EncoderDecoder, TransformerConfig
+    >>> from minformers.encoder_decoder import EncoderDecoder, TransformerConfig
     >>> _ = torch.manual_seed(0)
     >>> model = EncoderDecoder(
     ...     TransformerConfig.tiny(source_vocab_size=10, target_vocab_size=10)
@@ -21,9 +21,9 @@ Outputs start after BOS and are right-padded with PAD.
 
 import torch
 
-from minformers.arguments import check_size
+from minformers.encoder_decoder import BOS, EOS, PAD, EncoderDecoder
 from minformers.kv_cache import KVCache
-from minformers.transformer import BOS, EOS, PAD, EncoderDecoder
+from minformers.support.arguments import check_size
 
 
 def _check(model: EncoderDecoder, max_len: int) -> None:

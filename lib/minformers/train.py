@@ -51,8 +51,8 @@ import tqdm
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from minformers.arguments import check_size
-from minformers.runtime import log
+from minformers.support.arguments import check_size
+from minformers.support.runtime import log
 
 # the minformers package, whose source keys checkpoints and the book's cache
 LIB = Path(__file__).resolve().parent

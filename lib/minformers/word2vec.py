@@ -24,8 +24,8 @@ from functools import cached_property
 import torch
 from torch import nn
 
-from minformers.arguments import check_size
 from minformers.similarity import cosine_matrix
+from minformers.support.arguments import check_size
 
 
 def tokenize(text: str) -> list[str]:

@@ -49,7 +49,7 @@ from functools import lru_cache
 from itertools import groupby
 from pathlib import Path
 
-from minformers.arguments import check_size
+from minformers.support.arguments import check_size
 
 # The blocks whose ideographs BERT treats as one word each, since Chinese is written
 # without spaces. Japanese kana and Korean Hangul are not in them, so they stay inside

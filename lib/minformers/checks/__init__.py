@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from minformers import measure
+from minformers.support import measure
 
 # The module of each part of the book, and the checks it holds.
 PARTS = {

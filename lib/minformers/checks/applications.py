@@ -11,13 +11,14 @@ from collections.abc import Callable
 
 import torch
 
-from minformers import next_word, retrieval
+from minformers import retrieval
 from minformers.checks import (
     Case,
     run_check,
     seeded_generator,
     seeded_random,
 )
+from minformers.recipes import next_word
 
 
 def check_bm25_scores(learner: Callable[[list, list, float, float], list]) -> None:

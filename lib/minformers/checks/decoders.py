@@ -14,13 +14,14 @@ from collections.abc import Callable
 
 import torch
 
-from minformers import generation, gpt, gpt_classifier, in_context, llama
+from minformers import generation, gpt, in_context, llama
 from minformers.checks import (
     Case,
     run_check,
     seeded_generator,
     seeded_random,
 )
+from minformers.recipes import gpt_classifier
 
 
 def check_language_model_loss(

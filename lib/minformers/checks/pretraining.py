@@ -12,20 +12,14 @@ from collections.abc import Callable
 
 import torch
 
-from minformers import (
-    bert_pretraining,
-    cloze,
-    memorization,
-    objective_comparison,
-    transfer,
-    word2vec,
-)
+from minformers import memorization, word2vec
 from minformers.checks import (
     Case,
     run_check,
     seeded_generator,
     seeded_random,
 )
+from minformers.recipes import bert_pretraining, cloze, objective_comparison, transfer
 
 
 def check_equal_compute_steps(learner: Callable[[dict, float], dict]) -> None:

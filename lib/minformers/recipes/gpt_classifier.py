@@ -31,13 +31,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minformers import data
-from minformers.arguments import check_size
 from minformers.bpe import ByteBPETokenizer, train_bpe
 from minformers.finetuning import FineTuneResult, fine_tune_and_score
 from minformers.gpt import GPT
 from minformers.language_modeling import LMRun, TextCorpus, train_language_model
 from minformers.objectives import pad
+from minformers.support import data
+from minformers.support.arguments import check_size
 from minformers.train import TrainConfig
 
 # ends (and so starts) each text; GPT-1's extract token

@@ -44,22 +44,27 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minformers.arguments import check_size
 from minformers.bert import BertConfig
-from minformers.bert_pretraining import (
+from minformers.denoising import random_noise_mask, sentinel_corruption
+from minformers.electra import electra_forward
+from minformers.encoder_decoder import (
+    PAD,
+    EncoderDecoder,
+    TransformerConfig,
+    sequence_loss,
+)
+from minformers.gpt import GPT, GPTConfig
+from minformers.objectives import IGNORE_INDEX, pad
+from minformers.recipes.bert_pretraining import (
     PretrainingBatch,
     PretrainingRun,
     unigram_log_frequencies,
 )
-from minformers.denoising import random_noise_mask, sentinel_corruption
-from minformers.electra import electra_forward
-from minformers.gpt import GPT, GPTConfig
-from minformers.measure import training_flops
-from minformers.news import NewsCorpus
-from minformers.objectives import IGNORE_INDEX, pad
+from minformers.recipes.news import NewsCorpus
 from minformers.similarity import mean_pool
+from minformers.support.arguments import check_size
+from minformers.support.measure import training_flops
 from minformers.train import History, TrainConfig, checkpoint_path, train
-from minformers.transformer import PAD, EncoderDecoder, TransformerConfig, sequence_loss
 
 OBJECTIVES = ("causal LM", "MLM", "span corruption", "RTD")
 MODEL_OF = {

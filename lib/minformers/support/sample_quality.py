@@ -15,7 +15,7 @@ quality; each catches one way a sample fails.
 
 import string
 
-from minformers.arguments import check_size
+from minformers.support.arguments import check_size
 
 
 def words(text: str) -> list[str]:

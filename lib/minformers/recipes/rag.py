@@ -30,11 +30,11 @@ from dataclasses import dataclass
 
 import torch
 
-from minformers import data
-from minformers.arguments import check_size
 from minformers.bpe import ByteBPETokenizer, gpt2_token_bytes
 from minformers.generation import generate
 from minformers.objectives import split_sentences
+from minformers.support import data
+from minformers.support.arguments import check_size
 
 BLANK = "____"
 # A number as news prose writes it: an optional currency sign, the digits (with . or ,
@@ -238,7 +238,7 @@ def load_smollm2():
     and its tokenizer, read from the pinned GGUF file in one pass."""
     import gguf  # only here: reading GGUF files is optional
 
-    from minformers.convert import load_gguf_llama
+    from minformers.convert.llama import load_gguf_llama
 
     path = data.smollm2_gguf()
     reader = gguf.GGUFReader(str(path))

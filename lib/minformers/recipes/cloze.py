@@ -38,15 +38,15 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from minformers import data
-from minformers.arguments import check_size
 from minformers.bert import IGNORE_INDEX
 from minformers.objectives import pad, split_sentences
+from minformers.support import data
+from minformers.support.arguments import check_size
 from minformers.wordpiece import WordPieceTokenizer
 
 # only for the annotation: the recipe module imports much more than this one needs
 if TYPE_CHECKING:
-    from minformers.news import NewsCorpus
+    from minformers.recipes.news import NewsCorpus
 
 # The agreement pairs: the singular form, then the plural one.
 VERB_PAIRS = (("is", "are"), ("was", "were"), ("has", "have"))

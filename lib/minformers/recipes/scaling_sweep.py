@@ -16,13 +16,13 @@ worker processes, one torch thread each.
 import time
 from dataclasses import dataclass
 
-from minformers.arguments import check_size
 from minformers.gpt import GPTConfig
 from minformers.language_modeling import LMRun
-from minformers.parallel import map_in_workers
-from minformers.runtime import log
+from minformers.recipes.shakespeare_gpt import shakespeare_characters, train_quietly
 from minformers.scaling import non_embedding_parameters, training_flops_per_token
-from minformers.shakespeare_gpt import shakespeare_characters, train_quietly
+from minformers.support.arguments import check_size
+from minformers.support.parallel import map_in_workers
+from minformers.support.runtime import log
 from minformers.train import TrainConfig
 
 HEAD_DIM = 16  # heads are about 16 wide: d_model // 16 of them, and at least one

@@ -21,7 +21,6 @@ from functools import lru_cache
 
 import torch
 
-from minformers import data
 from minformers.generation import generate
 from minformers.language_modeling import (
     CharTokenizer,
@@ -29,6 +28,7 @@ from minformers.language_modeling import (
     TextCorpus,
     train_language_model,
 )
+from minformers.support import data
 from minformers.train import History
 
 PROMPT = "ROMEO:\n"

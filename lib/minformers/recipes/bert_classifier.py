@@ -16,13 +16,13 @@ from dataclasses import dataclass
 
 import torch
 
-from minformers import data
 from minformers.bert import BertForSequenceClassification, BertModel
-from minformers.bert_pretraining import ENCODER_RUN, shared_encoder
 from minformers.finetuning import FineTuneResult, encode_sentences, fine_tune_and_score
-from minformers.news import news_corpus
+from minformers.recipes.bert_pretraining import ENCODER_RUN, shared_encoder
+from minformers.recipes.news import news_corpus
+from minformers.recipes.transfer import MeanPoolClassifier
+from minformers.support import data
 from minformers.train import TrainConfig
-from minformers.transfer import MeanPoolClassifier
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable, Mapping
 import torch
 from torch import nn
 
-from minformers.arguments import check_size
 from minformers.bert import BertModel
 from minformers.similarity import mean_pool
+from minformers.support.arguments import check_size
 
 # HF BERT's prefix of block i's parameters: encoder.layer.{i}.attention...
 _HF_LAYER = "encoder.layer."

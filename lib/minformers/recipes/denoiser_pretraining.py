@@ -33,9 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from minformers.denoising import span_corruption, text_infilling
-from minformers.objectives import pad
-from minformers.train import History, TrainConfig, checkpoint_path, train
-from minformers.transformer import (
+from minformers.encoder_decoder import (
     EOS,
     PAD,
     EncoderDecoder,
@@ -43,6 +41,8 @@ from minformers.transformer import (
     sequence_loss,
     shift_right,
 )
+from minformers.objectives import pad
+from minformers.train import History, TrainConfig, checkpoint_path, train
 
 OBJECTIVES = ("T5 span corruption", "BART text infilling")
 

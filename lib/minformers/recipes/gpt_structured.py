@@ -22,14 +22,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minformers import data
-from minformers.arguments import check_size
 from minformers.bpe import ByteBPETokenizer
 from minformers.finetuning import FineTuneResult, fine_tune_and_score
 from minformers.gpt import GPT
-from minformers.gpt_classifier import SPECIAL_TOKENS, body_for, review_corpus
 from minformers.language_modeling import LMRun
 from minformers.objectives import IGNORE_INDEX, pad
+from minformers.recipes.gpt_classifier import SPECIAL_TOKENS, body_for, review_corpus
+from minformers.support import data
+from minformers.support.arguments import check_size
 from minformers.train import TrainConfig
 
 

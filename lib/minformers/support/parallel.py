@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import torch
 
-from minformers.arguments import check_size
+from minformers.support.arguments import check_size
 
 
 def _one_thread() -> None:

@@ -27,12 +27,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minformers.arguments import check_heads, check_size
 from minformers.attention import MultiHeadAttention
 from minformers.blocks import ACTIVATIONS, FeedForward, TransformerBlock
 from minformers.kv_cache import KVCache
 from minformers.masks import causal_mask
 from minformers.positions import SinusoidalPositions
+from minformers.support.arguments import check_heads, check_size
 
 PAD, BOS, EOS = 0, 1, 2  # the same special ids in the source and target vocabularies
 

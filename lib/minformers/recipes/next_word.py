@@ -9,7 +9,7 @@ never the answer;
 table, scores at position t
   the token at t + 1, where MLM scored the token at t.
 
-The rest is the objectives page's causal-LM setup (``minformers.objective_comparison``):
+The rest is the objectives page's causal-LM setup (``minformers.recipes.objective_comparison``):
 the same contiguous 32-token blocks of BBC news, drawn in the same order, the same loss
 (``causal_lm_losses``) and a GPT of the tiny BERT's shape (``gpt_config``).
 ``train_next_word`` trains any of the three models of the comparison with one recipe,
@@ -29,7 +29,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minformers.arguments import check_size
 from minformers.bert import (
     IGNORE_INDEX,
     BertConfig,
@@ -37,9 +36,10 @@ from minformers.bert import (
     BertMLMHead,
     BertModel,
 )
-from minformers.bert_pretraining import PretrainingRun
-from minformers.news import NewsCorpus
-from minformers.objective_comparison import ObjectiveRun, causal_lm_losses
+from minformers.recipes.bert_pretraining import PretrainingRun
+from minformers.recipes.news import NewsCorpus
+from minformers.recipes.objective_comparison import ObjectiveRun, causal_lm_losses
+from minformers.support.arguments import check_size
 from minformers.train import History, TrainConfig, checkpoint_path, train
 
 # the three runs of the comparison

@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 import torch
 
-from minformers.arguments import check_size
+from minformers.support.arguments import check_size
 
 # see the docstring
 DEFAULT_THREADS = int(os.environ.get("MINFORMERS_THREADS", min(2, os.cpu_count() or 1)))

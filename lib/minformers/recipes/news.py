@@ -19,10 +19,10 @@ import random
 from dataclasses import dataclass
 from functools import lru_cache
 
-from minformers import data
-from minformers.arguments import check_size
 from minformers.bpe import ByteBPETokenizer, train_bpe
 from minformers.objectives import SentencePair, sentence_pairs, split_sentences
+from minformers.support import data
+from minformers.support.arguments import check_size
 from minformers.train import checkpoint_path
 from minformers.wordpiece import WordPieceTokenizer, train_wordpiece
 

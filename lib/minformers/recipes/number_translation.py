@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import torch
 
+from minformers.encoder_decoder import BOS, EOS, PAD
 from minformers.objectives import pad
-from minformers.transformer import BOS, EOS, PAD
 
 SPECIAL = ("<pad>", "<s>", "</s>")  # ids 0, 1, 2: transformer.PAD, BOS, EOS
 

@@ -1,12 +1,12 @@
 """Pretraining a tiny BERT on BBC news: one recipe that the BERT page runs and explains,
 and that the fine-tuning page starts from.
 
-    corpus = news_corpus()  # NSP pairs and a 3,000-piece vocabulary (minformers.news)
+    corpus = news_corpus()  # NSP pairs and a 3,000-piece vocabulary (minformers.recipes.news)
     model, history = pretrain_tiny_bert(corpus)  # trained, or loaded from a checkpoint
 
 A batch pads the pairs and masks them afresh:
 
-    >>> from minformers.news import SPECIALS
+    >>> from minformers.recipes.news import SPECIALS
     >>> tokenizer = WordPieceTokenizer([*SPECIALS, "news", "today", "rain"])
     >>> pair = SentencePair(
     ...     input_ids=[2, 5, 3, 6, 7, 3], segment_ids=[0, 0, 0, 1, 1, 1], is_next=1
@@ -34,11 +34,9 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
-from minformers.arguments import check_size
 from minformers.bert import IGNORE_INDEX, BertConfig, BertForPreTraining
 from minformers.electra import Electra, electra_forward
 from minformers.finetuning import sentiment_probe
-from minformers.news import NewsCorpus, news_corpus
 from minformers.objectives import (
     SentencePair,
     contiguous_blocks,
@@ -46,6 +44,8 @@ from minformers.objectives import (
     pad,
     sentence_order_pairs,
 )
+from minformers.recipes.news import NewsCorpus, news_corpus
+from minformers.support.arguments import check_size
 from minformers.train import History, TrainConfig, checkpoint_path, train
 from minformers.wordpiece import WordPieceTokenizer
 
@@ -140,7 +140,7 @@ def masked_position_losses(
     by position: their difference varies far less than either loss, because the same
     positions are hard for both.
 
-    >>> from minformers.news import SPECIALS
+    >>> from minformers.recipes.news import SPECIALS
     >>> tokenizer = WordPieceTokenizer([*SPECIALS, "news", "today", "rain"])
     >>> pair = SentencePair(
     ...     input_ids=[2, 5, 6, 7, 5, 3], segment_ids=[0] * 6, is_next=1
@@ -183,7 +183,7 @@ def prediction_scores(
     group also gives its "count" of positions (a group with none has NaN loss and
     accuracy).
 
-    >>> from minformers.news import SPECIALS
+    >>> from minformers.recipes.news import SPECIALS
     >>> tokenizer = WordPieceTokenizer([*SPECIALS, "news", "today", "rain"])
     >>> pair = SentencePair(
     ...     input_ids=[2, 5, 6, 7, 5, 3], segment_ids=[0] * 6, is_next=1
