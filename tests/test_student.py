@@ -168,7 +168,7 @@ def answer_listings(source: Path) -> tuple[dict[str, str], list[tuple[str, str]]
     shown = []
     for cell in notebook.cells:
         for match in LISTING.finditer(cell.source) if cell.cell_type == "markdown" else []:
-            module = re.search(r"minformers/(\w+)\.py", match.group(0))
+            module = re.search(r"minformers/([\w/]+)\.py", match.group(0))
             name = re.search(r":pyobject:\s*(\S+)", match["options"])
             if module and name:
                 shown.append((module.group(1), name.group(1)))
