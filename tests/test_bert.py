@@ -16,7 +16,7 @@ from minformers.bert import (
     attention_mask_to_bool,
     count_parameters,
 )
-from minformers.convert.bert import hf_bert_state_dict, load_hf_bert
+from minformers.convert.bert import bert_config_from_hf, hf_bert_config, hf_bert_state_dict, load_hf_bert
 from minformers.masks import padding_mask
 from minformers.support import data
 
@@ -62,7 +62,7 @@ def hf_pretraining(seed=0):
 @pytest.mark.parametrize("masked", [False, True])
 def test_hf_weights_loaded_into_ours_give_hf_outputs(masked):
     theirs = hf_pretraining()
-    ours = load_hf_bert(BertForPreTraining(BertConfig.from_hf(theirs.config)), theirs.state_dict()).eval()
+    ours = load_hf_bert(BertForPreTraining(bert_config_from_hf(theirs.config)), theirs.state_dict()).eval()
     input_ids, segment_ids, attention_mask = tiny_inputs()
     attention_mask = attention_mask if masked else None
     with torch.no_grad():
@@ -173,7 +173,7 @@ def test_loading_accepts_hf_variants_and_refuses_what_does_not_fit():
 def test_minilm_real_weights_match_hf():
     folder = data.minilm_dir()
     theirs = transformers.BertModel.from_pretrained(str(folder)).eval()
-    config = BertConfig.from_hf(json.loads((folder / "config.json").read_text()))
+    config = bert_config_from_hf(json.loads((folder / "config.json").read_text()))
     assert (config.d_model, config.n_layers, config.n_heads, config.d_ff) == (384, 6, 12, 1536)
     ours = load_hf_bert(BertModel(config), load_file(str(folder / "model.safetensors"))).eval()
     tokenizer = transformers.BertTokenizer(vocab_file=str(folder / "vocab.txt"))
@@ -203,8 +203,8 @@ def test_bert_base_has_110_million_parameters():
     assert count_parameters(config, heads=False) == body
     assert count_parameters(config) == body + mlm_head + nsp_head
     with torch.device("meta"):
-        assert transformers.BertModel(config.to_hf()).num_parameters() == body
-        assert transformers.BertForPreTraining(config.to_hf()).num_parameters() == 110_106_428
+        assert transformers.BertModel(hf_bert_config(config)).num_parameters() == body
+        assert transformers.BertForPreTraining(hf_bert_config(config)).num_parameters() == 110_106_428
 
 
 def test_mlm_decoder_is_the_token_embedding_and_gets_gradient_from_both_uses():
@@ -337,13 +337,13 @@ def test_bad_config_fields_are_refused_by_name(changes, error, message):
 
 def test_config_converts_to_and_from_hf():
     for config in (TINY, BertConfig.base(), BertConfig.large(), BertConfig.tiny(vocab_size=500, activation="relu")):
-        assert BertConfig.from_hf(config.to_hf()) == config
-        assert BertConfig.from_hf(config.to_hf().to_dict()) == config
+        assert bert_config_from_hf(hf_bert_config(config)) == config
+        assert bert_config_from_hf(hf_bert_config(config).to_dict()) == config
     assert (BertConfig.large().d_model, BertConfig.tiny(100).d_model, BertConfig.tiny(100).max_len) == (1024, 128, 128)
     with pytest.raises(ValueError, match="hidden_dropout_prob and attention_probs_dropout_prob must be equal"):
-        BertConfig.from_hf({**TINY.to_hf().to_dict(), "attention_probs_dropout_prob": 0.0})
+        bert_config_from_hf({**hf_bert_config(TINY).to_dict(), "attention_probs_dropout_prob": 0.0})
     with pytest.raises(ValueError, match="position_embedding_type must be 'absolute'"):
-        BertConfig.from_hf({**TINY.to_hf().to_dict(), "position_embedding_type": "relative_key"})
+        bert_config_from_hf({**hf_bert_config(TINY).to_dict(), "position_embedding_type": "relative_key"})
 
 
 def test_frozen_body_is_a_linear_probe():

@@ -6,7 +6,7 @@ import torch
 import transformers
 
 from minformers.bert import BertConfig
-from minformers.convert.bert import hf_electra_state_dict
+from minformers.convert.bert import hf_electra_config, hf_electra_state_dict
 from minformers.electra import Electra, electra_forward, generator_config
 from minformers.objectives import IGNORE_INDEX, mask_tokens
 
@@ -32,7 +32,7 @@ def inputs() -> tuple[torch.Tensor, torch.Tensor]:
 
 def test_discriminator_equals_hf_electra_for_pretraining(model, inputs):
     ids, attention_mask = inputs
-    theirs = transformers.ElectraForPreTraining(model.config.to_hf_electra()).eval()
+    theirs = transformers.ElectraForPreTraining(hf_electra_config(model.config)).eval()
     theirs.load_state_dict(hf_electra_state_dict(model, "discriminator"), strict=True)
     with torch.no_grad():
         expected = theirs(input_ids=ids, attention_mask=attention_mask).logits
@@ -44,7 +44,7 @@ def test_generator_equals_hf_electra_for_masked_lm(model, inputs):
     ids, attention_mask = inputs
     config = model.generator.config
     assert (config.d_model, config.embedding_width) == (16, 64)  # a quarter of the width, the shared tables' width
-    theirs = transformers.ElectraForMaskedLM(config.to_hf_electra()).eval()
+    theirs = transformers.ElectraForMaskedLM(hf_electra_config(config)).eval()
     theirs.load_state_dict(hf_electra_state_dict(model, "generator"), strict=True)
     with torch.no_grad():
         expected = theirs(input_ids=ids, attention_mask=attention_mask).logits

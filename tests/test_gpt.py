@@ -5,7 +5,7 @@ import pytest
 import torch
 import transformers
 
-from minformers.convert.gpt2 import hf_gpt2_state_dict, load_hf_gpt2
+from minformers.convert.gpt2 import gpt_config_from_hf, hf_gpt2_config, hf_gpt2_state_dict, load_hf_gpt2
 from minformers.gpt import GPT, GPTConfig, count_parameters, language_model_loss
 
 torch.set_num_threads(1)
@@ -16,12 +16,12 @@ ATOL = 1e-5
 
 def _hf_tiny():
     torch.manual_seed(0)
-    return transformers.GPT2LMHeadModel(TINY.to_hf()).eval()
+    return transformers.GPT2LMHeadModel(hf_gpt2_config(TINY)).eval()
 
 
 def test_logits_equal_hf_gpt2_with_their_weights():
     theirs = _hf_tiny()
-    ours = load_hf_gpt2(GPT(GPTConfig.from_hf(theirs.config)), theirs.state_dict()).eval()
+    ours = load_hf_gpt2(GPT(gpt_config_from_hf(theirs.config)), theirs.state_dict()).eval()
     ids = torch.randint(0, 99, (3, 16))
     with torch.no_grad():
         gap = (ours(ids) - theirs(ids).logits).abs().max().item()
@@ -31,7 +31,7 @@ def test_logits_equal_hf_gpt2_with_their_weights():
 def test_hf_gpt2_equals_ours_with_our_weights():
     torch.manual_seed(1)
     ours = GPT(TINY).eval()
-    theirs = transformers.GPT2LMHeadModel(TINY.to_hf()).eval()
+    theirs = transformers.GPT2LMHeadModel(hf_gpt2_config(TINY)).eval()
     theirs.load_state_dict(hf_gpt2_state_dict(ours), strict=False)  # strict=False: HF's causal-mask buffers
     ids = torch.randint(0, 99, (2, 9))
     with torch.no_grad():
@@ -39,9 +39,9 @@ def test_hf_gpt2_equals_ours_with_our_weights():
 
 
 def test_config_round_trips_through_hf():
-    assert GPTConfig.from_hf(TINY.to_hf()) == TINY
+    assert gpt_config_from_hf(hf_gpt2_config(TINY)) == TINY
     with pytest.raises(ValueError, match="post-LN"):
-        GPTConfig.gpt1().to_hf()
+        hf_gpt2_config(GPTConfig.gpt1())
 
 
 @pytest.mark.parametrize("size, hf_sizes", [

@@ -11,7 +11,9 @@ from transformers.models.llama import modeling_llama
 
 from minformers.attention import MultiHeadAttention
 from minformers.convert.llama import (
+    hf_llama_config,
     hf_llama_state_dict,
+    llama_config_from_hf,
     load_gguf_llama,
     load_hf_llama,
     unpermute_gguf_rope_rows,
@@ -66,7 +68,7 @@ def random_ids(b=B, t=T, seed=1):
 @pytest.mark.parametrize("tied", [False, True])
 def test_logits_match_hf_after_loading_their_weights(tied):
     hf_config = transformers.LlamaConfig(**HF_TINY, tie_word_embeddings=tied)
-    config = LlamaConfig.from_hf(hf_config)
+    config = llama_config_from_hf(hf_config)
     assert config == LlamaConfig(**{**TINY.__dict__, "tie_embeddings": tied})
     theirs = randomise(transformers.LlamaForCausalLM(hf_config), seed=0)
     ours = load_hf_llama(LlamaForCausalLM(config), theirs.state_dict()).eval()
@@ -82,7 +84,7 @@ def test_logits_match_hf_after_loading_their_weights(tied):
 def test_logits_match_hf_after_exporting_our_weights(tied):
     config = LlamaConfig(**{**TINY.__dict__, "tie_embeddings": tied})
     ours = randomise(LlamaForCausalLM(config), seed=2)
-    theirs = transformers.LlamaForCausalLM(config.to_hf()).eval()  # HF's default attention (sdpa) this time
+    theirs = transformers.LlamaForCausalLM(hf_llama_config(config)).eval()  # HF's default attention (sdpa) this time
     theirs.load_state_dict(hf_llama_state_dict(ours), strict=True)
     assert (theirs.lm_head.weight is theirs.model.embed_tokens.weight) == tied
     ids = random_ids(seed=3)
@@ -95,7 +97,7 @@ def test_a_saved_checkpoint_without_the_tied_head_loads():
     theirs = randomise(transformers.LlamaForCausalLM(hf_config), seed=4)
     saved = {key: value for key, value in theirs.state_dict().items() if key != "lm_head.weight"}  # as HF saves it
     saved["model.layers.0.self_attn.rotary_emb.inv_freq"] = torch.ones(4)  # a buffer old checkpoints kept
-    ours = load_hf_llama(LlamaForCausalLM(LlamaConfig.from_hf(hf_config)), saved)
+    ours = load_hf_llama(LlamaForCausalLM(llama_config_from_hf(hf_config)), saved)
     assert torch.equal(ours.lm_head.weight, theirs.lm_head.weight)
 
 
@@ -234,20 +236,21 @@ def test_smollm2_has_135_million_parameters_as_hf_counts_them():
     untied = LlamaConfig.smollm2_135m(tie_embeddings=False)
     assert count_parameters(untied) == 134_515_008 + V * C
     with torch.device("meta"):
-        assert transformers.LlamaForCausalLM(config.to_hf()).num_parameters() == 134_515_008
-        assert transformers.LlamaForCausalLM(untied.to_hf()).num_parameters() == 134_515_008 + V * C
+        assert transformers.LlamaForCausalLM(hf_llama_config(config)).num_parameters() == 134_515_008
+        assert transformers.LlamaForCausalLM(hf_llama_config(untied)).num_parameters() == 134_515_008 + V * C
 
 
 def test_config_converts_to_and_from_hf():
     for config in (TINY, LlamaConfig(), LlamaConfig.smollm2_135m(), LlamaConfig.tiny(vocab_size=500)):
-        assert LlamaConfig.from_hf(config.to_hf()) == config
-        assert LlamaConfig.from_hf(config.to_hf().to_dict()) == config
+        assert llama_config_from_hf(hf_llama_config(config)) == config
+        assert llama_config_from_hf(hf_llama_config(config).to_dict()) == config
     # A config.json as older transformers wrote it: rope_theta at the top level, rope_scaling null, no head count for
     # keys and values (= no grouping).
     old = {"hidden_size": 64, "num_attention_heads": 4, "rope_theta": 500.0, "rope_scaling": None, "vocab_size": 10}
-    assert LlamaConfig.from_hf(old) == LlamaConfig(vocab_size=10, d_model=64, n_heads=4, n_kv_heads=4, rope_theta=500.0)
+    expected = LlamaConfig(vocab_size=10, d_model=64, n_heads=4, n_kv_heads=4, rope_theta=500.0)
+    assert llama_config_from_hf(old) == expected
     assert LlamaConfig.tiny(vocab_size=10).n_kv_heads == 2 and LlamaConfig.smollm2_135m(n_layers=2).n_layers == 2
-    hf = TINY.to_hf().to_dict()
+    hf = hf_llama_config(TINY).to_dict()
     for changes, message in [
         ({"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}}, "rope_type must be 'default'"),
         ({"attention_bias": True}, "attention_bias must be False"),
@@ -256,7 +259,7 @@ def test_config_converts_to_and_from_hf():
         ({"head_dim": 16}, "head_dim must be hidden_size / num_attention_heads = 8, got 16"),
     ]:
         with pytest.raises(ValueError, match=message):
-            LlamaConfig.from_hf({**hf, **changes})
+            llama_config_from_hf({**hf, **changes})
 
 
 @pytest.mark.parametrize(
@@ -315,12 +318,12 @@ def test_smollm2_real_weights_match_hf():
     ours = load_gguf_llama(path).eval()
     assert ours.config == LlamaConfig.smollm2_135m()
     with torch.device("meta"):  # only HF's parameter names are needed to map the GGUF tensors
-        names = transformers.LlamaForCausalLM(ours.config.to_hf())
+        names = transformers.LlamaForCausalLM(hf_llama_config(ours.config))
     checkpoint = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=names)
     hf_config = transformers.LlamaConfig(**{k: v for k, v in checkpoint["config"].items() if k != "model_type"})
     # HF keeps the file's float32 epsilon as is (9.99999975e-06); we keep its shortest decimal, the same float32.
     assert torch.tensor(hf_config.rms_norm_eps, dtype=torch.float32) == torch.tensor(1e-5, dtype=torch.float32)
-    assert dataclasses.replace(LlamaConfig.from_hf(hf_config), rms_norm_eps=1e-5) == ours.config
+    assert dataclasses.replace(llama_config_from_hf(hf_config), rms_norm_eps=1e-5) == ours.config
     theirs = transformers.LlamaForCausalLM(hf_config).eval()
     assert theirs.load_state_dict(checkpoint["tensors"], strict=False).missing_keys == ["lm_head.weight"]  # tied
     # The same dequantized weights, bit for bit: names, row order and tying all agree.

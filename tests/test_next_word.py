@@ -8,7 +8,7 @@ import torch.nn.functional as F
 import transformers
 
 from minformers.bert import BertConfig, BertForPreTraining
-from minformers.convert.bert import hf_bert_state_dict
+from minformers.convert.bert import hf_bert_config, hf_bert_state_dict
 from minformers.gpt import GPT
 from minformers.recipes.bert_pretraining import PretrainingRun
 from minformers.recipes.news import news_corpus
@@ -80,7 +80,7 @@ def test_bert_for_next_word_matches_hf_bert_lm_head_model():
     and its loss on labels with -100 at padding (HF shifts them itself) equals ours on the shifted targets."""
     torch.manual_seed(0)
     ours = BertForNextWord(TINY).eval()
-    config = TINY.to_hf()
+    config = hf_bert_config(TINY)
     config.is_decoder = True
     theirs = transformers.BertLMHeadModel(config).eval()
     state = {key: value for key, value in hf_bert_state_dict(ours).items() if not key.startswith("bert.pooler")}

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from minformers.bert import BertConfig, BertModel
+from minformers.convert.bert import bert_config_from_hf
 from minformers.retrieval import (
     BM25,
     PASSAGE,
@@ -156,7 +157,7 @@ def test_dense_retrieval_with_minilm_matches_hugging_face():
     from minformers.wordpiece import WordPieceTokenizer
 
     model_dir = data.minilm_dir()
-    ours = BertModel(BertConfig.from_hf(json.loads((model_dir / "config.json").read_text())))
+    ours = BertModel(bert_config_from_hf(json.loads((model_dir / "config.json").read_text())))
     ours = load_hf_bert(ours, load_file(model_dir / "model.safetensors")).eval()
     theirs = HFBertModel.from_pretrained(model_dir).eval()
     tokenizer = WordPieceTokenizer.from_vocab_file(model_dir / "vocab.txt")

@@ -26,16 +26,6 @@ from minformers.objectives import IGNORE_INDEX
 from minformers.positions import LearnedPositions
 from minformers.support.arguments import check_heads, check_size
 
-# Our config fields -> transformers.BertConfig's, and our activations -> HF's (their
-# "gelu" is the exact erf form).
-_HF_NAMES = {
-    "vocab_size": "vocab_size", "d_model": "hidden_size", "n_layers": "num_hidden_layers",
-    "n_heads": "num_attention_heads", "d_ff": "intermediate_size", "max_len": "max_position_embeddings",
-    "n_segments": "type_vocab_size", "dropout": "hidden_dropout_prob", "layer_norm_eps": "layer_norm_eps",
-    "pad_id": "pad_token_id", "activation": "hidden_act",
-}  # fmt: skip
-_HF_ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "relu": "relu"}
-
 
 @dataclass(frozen=True)
 class BertConfig:
@@ -159,98 +149,6 @@ class BertConfig:
             "dropout": 0.0,
         }
         return cls(**{"vocab_size": vocab_size, **sizes, **changes})
-
-    def to_hf_albert(self):
-        """The same sizes as a ``transformers.AlbertConfig`` (an ALBERT-style config:
-        embedding_size set)."""
-        import transformers  # only here: importing transformers takes seconds
-
-        if self.embedding_size is None:
-            raise ValueError(
-                "to_hf_albert needs embedding_size (ALBERT's factorized embedding)"
-            )
-        return transformers.AlbertConfig(
-            vocab_size=self.vocab_size,
-            embedding_size=self.embedding_size,
-            hidden_size=self.d_model,
-            num_hidden_layers=self.n_layers,
-            num_attention_heads=self.n_heads,
-            intermediate_size=self.d_ff,
-            max_position_embeddings=self.max_len,
-            type_vocab_size=self.n_segments,
-        )
-
-    def to_hf_electra(self):
-        """The same sizes as a ``transformers.ElectraConfig``, for a discriminator or a
-        generator (whose embedding_size is the discriminator's width)."""
-        import transformers  # only here: importing transformers takes seconds
-
-        if self.share_layers:
-            raise ValueError("ELECTRA does not share layers")
-        return transformers.ElectraConfig(
-            vocab_size=self.vocab_size,
-            embedding_size=self.embedding_width,
-            hidden_size=self.d_model,
-            num_hidden_layers=self.n_layers,
-            num_attention_heads=self.n_heads,
-            intermediate_size=self.d_ff,
-            max_position_embeddings=self.max_len,
-            type_vocab_size=self.n_segments,
-            layer_norm_eps=self.layer_norm_eps,
-            hidden_dropout_prob=self.dropout,
-            attention_probs_dropout_prob=self.dropout,
-            hidden_act=_HF_ACTIVATIONS[self.activation],
-            pad_token_id=self.pad_id,
-        )
-
-    @classmethod
-    def from_hf(cls, hf_config) -> "BertConfig":
-        """From a ``transformers.BertConfig`` or a dict such as a checkpoint's
-        config.json (absent keys: defaults)."""
-        hf = hf_config if isinstance(hf_config, dict) else hf_config.to_dict()
-        if hf.get("hidden_dropout_prob", 0.1) != hf.get(
-            "attention_probs_dropout_prob", 0.1
-        ):
-            raise ValueError(
-                "hidden_dropout_prob and attention_probs_dropout_prob must be equal: "
-                "we have one dropout"
-            )
-        if hf.get("position_embedding_type", "absolute") != "absolute":
-            raise ValueError(
-                "position_embedding_type must be 'absolute', got "
-                f"{hf['position_embedding_type']!r}"
-            )
-        fields = {
-            ours: hf[theirs]
-            for ours, theirs in _HF_NAMES.items()
-            if hf.get(theirs) is not None
-        }
-        activations = {theirs: ours for ours, theirs in _HF_ACTIVATIONS.items()} | {
-            "gelu_new": "gelu_tanh"
-        }
-        if fields.get("activation", "gelu") not in activations:
-            raise ValueError(
-                f"hidden_act must be one of {sorted(activations)}, got "
-                f"{fields['activation']!r}"
-            )
-        return cls(
-            **{**fields, "activation": activations[fields.get("activation", "gelu")]}
-        )
-
-    def to_hf(self):
-        """The same sizes as a ``transformers.BertConfig``."""
-        import transformers  # only here: importing transformers takes seconds
-
-        if self.embedding_size is not None or self.share_layers:
-            raise ValueError(
-                "an ALBERT-style config (embedding_size, share_layers) has no "
-                "transformers.BertConfig"
-            )
-        values = {theirs: getattr(self, ours) for ours, theirs in _HF_NAMES.items()}
-        values["hidden_act"] = _HF_ACTIVATIONS[self.activation]
-        return transformers.BertConfig(
-            **values, attention_probs_dropout_prob=self.dropout
-        )
 
 
 def count_parameters(config: BertConfig, heads: bool = True) -> int:

@@ -28,13 +28,6 @@ from minformers.kv_cache import KVCache
 from minformers.positions import LearnedPositions
 from minformers.support.arguments import check_heads, check_size
 
-# Our config fields -> transformers.GPT2Config's, and our activations -> HF's names.
-_HF_NAMES = {
-    "vocab_size": "vocab_size", "d_model": "n_embd", "n_layers": "n_layer", "n_heads": "n_head", "d_ff": "n_inner",
-    "max_len": "n_positions", "dropout": "resid_pdrop", "layer_norm_eps": "layer_norm_epsilon",
-}  # fmt: skip
-_HF_ACTIVATIONS = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
-
 
 @dataclass(frozen=True)
 class GPTConfig:
@@ -120,53 +113,6 @@ class GPTConfig:
             "dropout": 0.0,
         }
         return cls(**{"vocab_size": vocab_size, **sizes, **changes})
-
-    def to_hf(self):
-        """The same sizes as a ``transformers.GPT2Config`` (pre-LN only: HF's GPT-2 has
-        no post-LN option)."""
-        import transformers  # only here: importing transformers takes seconds
-
-        if not self.norm_first:
-            raise ValueError(
-                "HF's GPT2 is pre-LN; a post-LN (GPT-1 style) config has no GPT2Config "
-                "equivalent"
-            )
-        values = {theirs: getattr(self, ours) for ours, theirs in _HF_NAMES.items()}
-        # GPT-2's <|endoftext|> is its last token (50256)
-        end_of_text = self.vocab_size - 1
-        return transformers.GPT2Config(
-            **values,
-            embd_pdrop=self.dropout,
-            attn_pdrop=self.dropout,
-            activation_function=_HF_ACTIVATIONS[self.activation],
-            bos_token_id=end_of_text,
-            eos_token_id=end_of_text,
-        )
-
-    @classmethod
-    def from_hf(cls, hf_config) -> "GPTConfig":
-        """From a ``transformers.GPT2Config`` (its three dropouts must agree: we have
-        one)."""
-        hf = hf_config.to_dict()
-        if not hf["resid_pdrop"] == hf["embd_pdrop"] == hf["attn_pdrop"]:
-            raise ValueError(
-                "resid_pdrop, embd_pdrop and attn_pdrop must be equal: we have one "
-                "dropout"
-            )
-        fields = {
-            ours: hf[theirs]
-            for ours, theirs in _HF_NAMES.items()
-            if hf.get(theirs) is not None
-        }
-        fields.setdefault("d_ff", 4 * hf["n_embd"])  # n_inner None means 4 x n_embd
-        activations = {theirs: ours for ours, theirs in _HF_ACTIVATIONS.items()} | {
-            "gelu_pytorch_tanh": "gelu_tanh"
-        }
-        if hf["activation_function"] not in activations:
-            raise ValueError(
-                f"activation_function must be one of {sorted(activations)}"
-            )
-        return cls(**fields, activation=activations[hf["activation_function"]])
 
 
 def count_parameters(config: GPTConfig) -> int:

@@ -28,14 +28,6 @@ from minformers.kv_cache import KVCache
 from minformers.masks import causal_mask
 from minformers.support.arguments import check_heads, check_size
 
-# Our config fields -> transformers.LlamaConfig's (rope_theta sits inside its
-# rope_parameters dict).
-_HF_NAMES = {
-    "vocab_size": "vocab_size", "d_model": "hidden_size", "n_layers": "num_hidden_layers",
-    "n_heads": "num_attention_heads", "n_kv_heads": "num_key_value_heads", "d_ff": "intermediate_size",
-    "max_len": "max_position_embeddings", "rms_norm_eps": "rms_norm_eps", "tie_embeddings": "tie_word_embeddings",
-}  # fmt: skip
-
 
 @dataclass(frozen=True)
 class LlamaConfig:
@@ -140,52 +132,6 @@ class LlamaConfig:
             "tie_embeddings": True,
         }
         return cls(**{**sizes, **rest, **changes})
-
-    @classmethod
-    def from_hf(cls, hf_config) -> "LlamaConfig":
-        """From a ``transformers.LlamaConfig`` or a dict such as a checkpoint's
-        config.json (absent keys: defaults)."""
-        hf = hf_config if isinstance(hf_config, dict) else hf_config.to_dict()
-        # older config.json: rope_theta on top
-        rope = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
-        rope_type = rope.get("rope_type", rope.get("type", "default"))
-        if rope_type != "default":
-            raise ValueError(
-                "rope_type must be 'default' (scaled RoPE is not implemented), got "
-                f"{rope_type!r}"
-            )
-        for flag in ("attention_bias", "mlp_bias"):
-            if hf.get(flag):
-                raise ValueError(f"{flag} must be False: our Llama has no biases")
-        if hf.get("hidden_act", "silu") != "silu":
-            raise ValueError(
-                f"hidden_act must be 'silu' (SwiGLU), got {hf['hidden_act']!r}"
-            )
-        fields = {
-            ours: hf[theirs]
-            for ours, theirs in _HF_NAMES.items()
-            if hf.get(theirs) is not None
-        }
-        # HF's None means no grouping
-        fields.setdefault("n_kv_heads", fields.get("n_heads", cls.n_heads))
-        theta = rope.get("rope_theta", hf.get("rope_theta"))
-        config = cls(
-            **fields, **({} if theta is None else {"rope_theta": float(theta)})
-        )
-        if hf.get("head_dim") not in (None, config.head_dim):
-            expected = f"hidden_size / num_attention_heads = {config.head_dim}"
-            raise ValueError(f"head_dim must be {expected}, got {hf['head_dim']}")
-        return config
-
-    def to_hf(self):
-        """The same sizes as a ``transformers.LlamaConfig``."""
-        import transformers  # only here: importing transformers takes seconds
-
-        values = {theirs: getattr(self, ours) for ours, theirs in _HF_NAMES.items()}
-        rope = {"rope_type": "default", "rope_theta": self.rope_theta}
-        return transformers.LlamaConfig(
-            **values, rope_parameters=rope, head_dim=self.head_dim
-        )
 
 
 def count_parameters(config: LlamaConfig) -> int:

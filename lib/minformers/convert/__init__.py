@@ -6,8 +6,9 @@ one module per target.
 - `gpt2`: Hugging Face's GPT-2;
 - `llama`: Hugging Face's Llama, and llama.cpp's GGUF files.
 
-The HF modules map names through one table each (our module path -> theirs, "{i}" for a
-layer index), read in both directions.
+The HF modules convert configs (`hf_bert_config`, `bert_config_from_hf`, ...) and map
+weights through one table each (our module path -> theirs, "{i}" for a layer index),
+read in both directions. The model files know nothing of HF.
 
     >>> key_pattern("layers.{i}.attention_norm").match("layers.3.attention_norm.weight")[2]
     '.weight'

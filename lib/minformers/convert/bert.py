@@ -1,8 +1,115 @@
-"""Our BERT (with ALBERT's and ELECTRA's options) to and from Hugging Face's."""
+"""Our BERT's configs and weights to and from Hugging Face's BERT, ALBERT and ELECTRA."""
 
 import torch
 
+from minformers.bert import BertConfig
 from minformers.convert import key_pattern
+
+# Our config fields -> transformers.BertConfig's, and our activations -> HF's (their
+# "gelu" is the exact erf form).
+_HF_NAMES = {
+    "vocab_size": "vocab_size", "d_model": "hidden_size", "n_layers": "num_hidden_layers",
+    "n_heads": "num_attention_heads", "d_ff": "intermediate_size", "max_len": "max_position_embeddings",
+    "n_segments": "type_vocab_size", "dropout": "hidden_dropout_prob", "layer_norm_eps": "layer_norm_eps",
+    "pad_id": "pad_token_id", "activation": "hidden_act",
+}  # fmt: skip
+_HF_ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "relu": "relu"}
+
+
+def hf_albert_config(config: BertConfig):
+    """The same sizes as a ``transformers.AlbertConfig`` (an ALBERT-style config:
+    embedding_size set)."""
+    import transformers  # only here: importing transformers takes seconds
+
+    if config.embedding_size is None:
+        raise ValueError(
+            "hf_albert_config needs embedding_size (ALBERT's factorized embedding)"
+        )
+    return transformers.AlbertConfig(
+        vocab_size=config.vocab_size,
+        embedding_size=config.embedding_size,
+        hidden_size=config.d_model,
+        num_hidden_layers=config.n_layers,
+        num_attention_heads=config.n_heads,
+        intermediate_size=config.d_ff,
+        max_position_embeddings=config.max_len,
+        type_vocab_size=config.n_segments,
+    )
+
+
+def hf_electra_config(config: BertConfig):
+    """The same sizes as a ``transformers.ElectraConfig``, for a discriminator or a
+    generator (whose embedding_size is the discriminator's width)."""
+    import transformers  # only here: importing transformers takes seconds
+
+    if config.share_layers:
+        raise ValueError("ELECTRA does not share layers")
+    return transformers.ElectraConfig(
+        vocab_size=config.vocab_size,
+        embedding_size=config.embedding_width,
+        hidden_size=config.d_model,
+        num_hidden_layers=config.n_layers,
+        num_attention_heads=config.n_heads,
+        intermediate_size=config.d_ff,
+        max_position_embeddings=config.max_len,
+        type_vocab_size=config.n_segments,
+        layer_norm_eps=config.layer_norm_eps,
+        hidden_dropout_prob=config.dropout,
+        attention_probs_dropout_prob=config.dropout,
+        hidden_act=_HF_ACTIVATIONS[config.activation],
+        pad_token_id=config.pad_id,
+    )
+
+
+def bert_config_from_hf(hf_config) -> BertConfig:
+    """From a ``transformers.BertConfig`` or a dict such as a checkpoint's
+    config.json (absent keys: defaults)."""
+    hf = hf_config if isinstance(hf_config, dict) else hf_config.to_dict()
+    if hf.get("hidden_dropout_prob", 0.1) != hf.get(
+        "attention_probs_dropout_prob", 0.1
+    ):
+        raise ValueError(
+            "hidden_dropout_prob and attention_probs_dropout_prob must be equal: "
+            "we have one dropout"
+        )
+    if hf.get("position_embedding_type", "absolute") != "absolute":
+        raise ValueError(
+            "position_embedding_type must be 'absolute', got "
+            f"{hf['position_embedding_type']!r}"
+        )
+    fields = {
+        ours: hf[theirs]
+        for ours, theirs in _HF_NAMES.items()
+        if hf.get(theirs) is not None
+    }
+    activations = {theirs: ours for ours, theirs in _HF_ACTIVATIONS.items()} | {
+        "gelu_new": "gelu_tanh"
+    }
+    if fields.get("activation", "gelu") not in activations:
+        raise ValueError(
+            f"hidden_act must be one of {sorted(activations)}, got "
+            f"{fields['activation']!r}"
+        )
+    return BertConfig(
+        **{**fields, "activation": activations[fields.get("activation", "gelu")]}
+    )
+
+
+def hf_bert_config(config: BertConfig):
+    """The same sizes as a ``transformers.BertConfig``."""
+    import transformers  # only here: importing transformers takes seconds
+
+    if config.embedding_size is not None or config.share_layers:
+        raise ValueError(
+            "an ALBERT-style config (embedding_size, share_layers) has no "
+            "transformers.BertConfig"
+        )
+    values = {theirs: getattr(config, ours) for ours, theirs in _HF_NAMES.items()}
+    values["hidden_act"] = _HF_ACTIVATIONS[config.activation]
+    return transformers.BertConfig(
+        **values, attention_probs_dropout_prob=config.dropout
+    )
+
 
 # BERT <-> Hugging Face: one table, our module path -> HF's, with "{i}" for a layer
 # index; each tensor (weight, bias) follows its module. Both directions name every

@@ -1,10 +1,65 @@
-"""Our GPT to and from Hugging Face's GPT2LMHeadModel."""
+"""Our GPT's config and weights to and from Hugging Face's GPT-2 (GPT2Config,
+GPT2LMHeadModel)."""
 
 import re
 
 import torch
 
 from minformers.convert import key_pattern
+from minformers.gpt import GPTConfig
+
+# Our config fields -> transformers.GPT2Config's, and our activations -> HF's names.
+_HF_NAMES = {
+    "vocab_size": "vocab_size", "d_model": "n_embd", "n_layers": "n_layer", "n_heads": "n_head", "d_ff": "n_inner",
+    "max_len": "n_positions", "dropout": "resid_pdrop", "layer_norm_eps": "layer_norm_epsilon",
+}  # fmt: skip
+_HF_ACTIVATIONS = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
+
+
+def hf_gpt2_config(config: GPTConfig):
+    """The same sizes as a ``transformers.GPT2Config`` (pre-LN only: HF's GPT-2 has
+    no post-LN option)."""
+    import transformers  # only here: importing transformers takes seconds
+
+    if not config.norm_first:
+        raise ValueError(
+            "HF's GPT2 is pre-LN; a post-LN (GPT-1 style) config has no GPT2Config "
+            "equivalent"
+        )
+    values = {theirs: getattr(config, ours) for ours, theirs in _HF_NAMES.items()}
+    # GPT-2's <|endoftext|> is its last token (50256)
+    end_of_text = config.vocab_size - 1
+    return transformers.GPT2Config(
+        **values,
+        embd_pdrop=config.dropout,
+        attn_pdrop=config.dropout,
+        activation_function=_HF_ACTIVATIONS[config.activation],
+        bos_token_id=end_of_text,
+        eos_token_id=end_of_text,
+    )
+
+
+def gpt_config_from_hf(hf_config) -> GPTConfig:
+    """From a ``transformers.GPT2Config`` (its three dropouts must agree: we have
+    one)."""
+    hf = hf_config.to_dict()
+    if not hf["resid_pdrop"] == hf["embd_pdrop"] == hf["attn_pdrop"]:
+        raise ValueError(
+            "resid_pdrop, embd_pdrop and attn_pdrop must be equal: we have one dropout"
+        )
+    fields = {
+        ours: hf[theirs]
+        for ours, theirs in _HF_NAMES.items()
+        if hf.get(theirs) is not None
+    }
+    fields.setdefault("d_ff", 4 * hf["n_embd"])  # n_inner None means 4 x n_embd
+    activations = {theirs: ours for ours, theirs in _HF_ACTIVATIONS.items()} | {
+        "gelu_pytorch_tanh": "gelu_tanh"
+    }
+    if hf["activation_function"] not in activations:
+        raise ValueError(f"activation_function must be one of {sorted(activations)}")
+    return GPTConfig(**fields, activation=activations[hf["activation_function"]])
+
 
 # GPT-2 <-> Hugging Face GPT2LMHeadModel, in the same form as BERT_KEYS: our module
 # path -> HF's. HF keeps GPT-2's original Conv1D layers, whose weights are stored

@@ -1,8 +1,66 @@
-"""Our Llama to and from Hugging Face's LlamaForCausalLM, and from llama.cpp's GGUF files."""
+"""Our Llama's config and weights to and from Hugging Face's (LlamaConfig,
+LlamaForCausalLM), and weights from llama.cpp's GGUF files."""
 
 import torch
 
 from minformers.convert import key_pattern
+from minformers.llama import LlamaConfig
+
+# Our config fields -> transformers.LlamaConfig's (rope_theta sits inside its
+# rope_parameters dict).
+_HF_NAMES = {
+    "vocab_size": "vocab_size", "d_model": "hidden_size", "n_layers": "num_hidden_layers",
+    "n_heads": "num_attention_heads", "n_kv_heads": "num_key_value_heads", "d_ff": "intermediate_size",
+    "max_len": "max_position_embeddings", "rms_norm_eps": "rms_norm_eps", "tie_embeddings": "tie_word_embeddings",
+}  # fmt: skip
+
+
+def llama_config_from_hf(hf_config) -> LlamaConfig:
+    """From a ``transformers.LlamaConfig`` or a dict such as a checkpoint's
+    config.json (absent keys: defaults)."""
+    hf = hf_config if isinstance(hf_config, dict) else hf_config.to_dict()
+    # older config.json: rope_theta on top
+    rope = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
+    rope_type = rope.get("rope_type", rope.get("type", "default"))
+    if rope_type != "default":
+        raise ValueError(
+            "rope_type must be 'default' (scaled RoPE is not implemented), got "
+            f"{rope_type!r}"
+        )
+    for flag in ("attention_bias", "mlp_bias"):
+        if hf.get(flag):
+            raise ValueError(f"{flag} must be False: our Llama has no biases")
+    if hf.get("hidden_act", "silu") != "silu":
+        raise ValueError(
+            f"hidden_act must be 'silu' (SwiGLU), got {hf['hidden_act']!r}"
+        )
+    fields = {
+        ours: hf[theirs]
+        for ours, theirs in _HF_NAMES.items()
+        if hf.get(theirs) is not None
+    }
+    # HF's None means no grouping
+    fields.setdefault("n_kv_heads", fields.get("n_heads", LlamaConfig.n_heads))
+    theta = rope.get("rope_theta", hf.get("rope_theta"))
+    config = LlamaConfig(
+        **fields, **({} if theta is None else {"rope_theta": float(theta)})
+    )
+    if hf.get("head_dim") not in (None, config.head_dim):
+        expected = f"hidden_size / num_attention_heads = {config.head_dim}"
+        raise ValueError(f"head_dim must be {expected}, got {hf['head_dim']}")
+    return config
+
+
+def hf_llama_config(config: LlamaConfig):
+    """The same sizes as a ``transformers.LlamaConfig``."""
+    import transformers  # only here: importing transformers takes seconds
+
+    values = {theirs: getattr(config, ours) for ours, theirs in _HF_NAMES.items()}
+    rope = {"rope_type": "default", "rope_theta": config.rope_theta}
+    return transformers.LlamaConfig(
+        **values, rope_parameters=rope, head_dim=config.head_dim
+    )
+
 
 # Llama <-> Hugging Face LlamaForCausalLM, in the same form as BERT_KEYS: our module
 # path -> HF's.
