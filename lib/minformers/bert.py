@@ -2,6 +2,9 @@
 segment + position embeddings, pretrained with two heads, masked-language modelling
 (MLM) and next-sentence prediction (NSP).
 
+Over 350 lines: the embeddings, the body, the pretraining heads and the classifier, with
+ALBERT's factorized embedding and shared layers as options of the same classes.
+
 Shape legend: B batch, T time, C channels = d_model, V vocab size. Every layer is
 ``blocks.TransformerBlock`` with ``norm_first=False`` (BERT's LayerNorm after each
 residual add); attention masks follow ``minformers.masks`` (bool, True = may attend).

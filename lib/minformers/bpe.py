@@ -1,6 +1,9 @@
 """Byte-level BPE (Sennrich et al. 2016, on bytes as in GPT-2): training, encoding,
 decoding, saving, GPT-2's files.
 
+Over 350 lines: the fast trainer and a complete tokenizer (special tokens, streaming,
+saving, GPT-2's files); the version written to be read is bpe_simple.
+
 Text becomes UTF-8 bytes, so the 256 single bytes spell any string and no token is ever
 unknown. Training starts from those bytes and repeatedly merges the most frequent
 adjacent pair into a new token; encoding replays the merges in the order they were

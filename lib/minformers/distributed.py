@@ -2,6 +2,9 @@
 tensor parallelism (Megatron-style linear layers) and a GPipe pipeline, each small
 enough to read and to run on one CPU.
 
+Over 350 lines: data, tensor and pipeline parallelism and ZeRO, a short section each,
+taught on one page.
+
 Every experiment runs in real processes joined by the gloo backend on localhost.
 ``launch(worker, *args)`` starts them and returns what each rank's ``worker(rank,
 world_size, *args)`` returned; workers live in this module because a new process can

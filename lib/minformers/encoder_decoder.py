@@ -2,6 +2,9 @@
 source, and a decoder with causal self-attention, cross-attention over the encoder's
 output, and a feed-forward network.
 
+Over 350 lines: the encoder, the decoder with its cross-attention, and the loss are one
+model, kept together as bert.py and gpt.py keep theirs.
+
     memory = encoder(embed(source) * sqrt(C) + PE)          # (B, S, C), every source
     token sees every other h = decoder(embed(target inputs) * sqrt(C) + PE, memory)  #
     (B, T, C), causal, plus cross-attention logits = h W_out

@@ -2,6 +2,9 @@
 (a fine-tuned BERT or a linear probe on frozen features) with the course's training
 loop, and read off accuracy on held-out sentences.
 
+Over 350 lines: encoding, features, probes and fine-tuning are one pipeline, shared by
+the encoder and GPT fine-tuning pages.
+
     >>> from minformers.wordpiece import WordPieceTokenizer
     >>> tokenizer = WordPieceTokenizer(
     ...     ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c"]

@@ -3,6 +3,9 @@ after GPT-3 copy. Against GPT-2 it changes four things: RMSNorm before each subl
 rotary position embeddings (RoPE) on queries and keys instead of learned positions, a
 SwiGLU feed-forward, and grouped-query attention (GQA); no Linear has a bias.
 
+Over 350 lines: RMSNorm, RoPE, SwiGLU and grouped-query attention, each small, kept in
+the model they make up.
+
 Shape legend: B batch, T time (the new tokens), S = offset + T (keys: cached and new), C
 channels = d_model, H query heads, H_kv key/value heads, G = H / H_kv query heads per
 key/value head, D head dim = C / H, F = d_ff, V vocab size. Masks follow

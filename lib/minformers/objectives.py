@@ -1,6 +1,9 @@
 """Pretraining objectives as data transformations: what the model sees, and what it must
 predict.
 
+Over 350 lines: every pretraining objective's data transformation, one short function
+each, side by side to be compared.
+
 - Masked language modelling (BERT): choose a fraction p of the ordinary tokens; of
 those, 80% become [MASK],
   10% a random token and 10% stay as they are; predict the original token at the chosen

@@ -1,6 +1,8 @@
 """Nine optimizers written out, one small class each, following torch.optim's update
 rules exactly.
 
+Over 350 lines: nine optimizers, one small class each, to be read side by side.
+
 Every class is a ``torch.optim.Optimizer``, so it drops into any training loop:
 ``zero_grad``, ``step``, ``param_groups`` (whose "lr" a schedule may change every step)
 and ``state_dict`` work as for torch's own. The shared ``step`` walks the parameters;

@@ -1,6 +1,9 @@
 """Retrieval for retrieval-augmented generation: BM25 over words, dense vectors from an
 encoder, and the measures of a ranking (recall@k, MRR).
 
+Over 350 lines: sparse (BM25) and dense retrieval, their metrics, and reranking: one
+pipeline that the RAG page runs end to end.
+
 BM25 (Robertson and Zaragoza, 2009) scores a document d for a query q as a sum over the
 query's terms t:
 

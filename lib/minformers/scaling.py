@@ -1,6 +1,9 @@
 """Scaling laws: what a GPT costs to train, and power laws fitted to the losses of a
 sweep.
 
+Over 350 lines: the cost formulas and the two fitted laws are one chapter's mathematics,
+with the bootstrap behind their intervals.
+
 Compute. A training step multiplies every token by every weight matrix three times
 (forward, and twice backward: once for the activations' gradient, once for the
 weights'), 2 FLOPs per multiply-add, hence Kaplan et al.'s C ~ 6ND for N parameters and

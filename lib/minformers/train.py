@@ -1,6 +1,9 @@
 """The one training loop every chapter uses: AdamW, warmup then cosine decay, gradient
 clipping, evaluation, progress, and checkpoints that resume to the exact same losses.
 
+Over 350 lines: the one training loop every chapter uses, with its schedule, its
+history, and checkpoints that resume and are named by the lib's source.
+
 The caller supplies two functions, so the loop knows nothing about models or objectives:
 ``batch_for_step(step)`` returns the batch for a step (seeded by the step, so a resumed
 run sees the same data), and ``loss_for_batch(model, batch)`` returns a scalar loss, or

@@ -1,6 +1,9 @@
 """WordPiece, BERT's tokenizer: split text into words, then each word into the longest
 pieces of a fixed vocabulary.
 
+Over 350 lines: BERT's basic tokenizer (cleaning, accents, CJK, punctuation), the greedy
+split and a trainer, each checked against HF's.
+
 Three steps turn a text into tokens, as in BERT (Devlin et al., 2019) and HF's
 ``BertTokenizer``:
 

@@ -1,6 +1,9 @@
 """Pretraining a tiny BERT on BBC news: one recipe that the BERT page runs and explains,
 and that the fine-tuning page starts from.
 
+Over 350 lines: the recipe of the course's shared encoder, used by nine pages: batches,
+masking, the MLM, NSP and ELECTRA losses, and the run that trains or loads it.
+
     corpus = news_corpus()  # NSP pairs and a 3,000-piece vocabulary (minformers.recipes.news)
     model, history = pretrain_tiny_bert(corpus)  # trained, or loaded from a checkpoint
 

@@ -2,6 +2,9 @@
 language model knows from how it ranks the candidates for the gap (Petroni et al., 2019,
 for facts; Goldberg, 2019, for agreement).
 
+Over 350 lines: the probes (name facts, agreement), their ranking and their baselines:
+one page's experiment, read together.
+
 The probes here are built from text, not written by hand, so that what they test is
 known to occur in the training text, and how often:
 

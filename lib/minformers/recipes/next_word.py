@@ -1,6 +1,9 @@
 """BERT as a next-word predictor: seed 001's claim that a model trained only to
 reconstruct its input can be fine-tuned to predict the next word "with a shift by 1".
 
+Over 350 lines: one page's experiment (its model, data, training and measurements), read
+together.
+
 Two changes turn our BERT into a language model, ``BertForNextWord``:
 
 - a causal mask (``BertModel(..., causal=True)``), so position t reads tokens 0..t and

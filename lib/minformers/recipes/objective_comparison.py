@@ -1,6 +1,9 @@
 """Four pretraining objectives on one corpus, one body size and one compute budget, then
 one downstream test.
 
+Over 350 lines: four objectives on one corpus at equal compute (bodies, batches, losses,
+FLOP counts), kept in one place so that they stay comparable.
+
 - **causal LM** (GPT): every position predicts the next token, reading only the tokens
 to its left;
 - **MLM** (BERT, here RoBERTa's recipe): 15% of the tokens are masked and predicted from
