@@ -109,7 +109,7 @@ def test_a_beam_as_wide_as_the_tree_finds_the_most_likely_output():
 
 @pytest.mark.parametrize("call, error, match", [
     (lambda m: m(torch.tensor([[20]]), torch.tensor([[BOS]])), ValueError, "source_ids must be in"),
-    (lambda m: m(torch.tensor([[4.0]]), torch.tensor([[BOS]])), TypeError, "LongTensor"),
+    (lambda m: m(torch.tensor([[4.0]]), torch.tensor([[BOS]])), TypeError, "must be an integer tensor"),
     (lambda m: greedy_decode(m, torch.tensor([[4, EOS]]), max_len=64), ValueError, "max_len"),
     (lambda m: beam_search(m, torch.tensor([[4, EOS]]), beam_size=0, max_len=5), ValueError, "beam_size"),
 ])  # fmt: skip

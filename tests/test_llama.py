@@ -283,8 +283,7 @@ def test_bad_config_fields_are_refused_by_name(changes, error, message):
 def test_bad_and_too_long_inputs_are_refused():
     model = LlamaForCausalLM(TINY).eval()
     assert model(torch.zeros(1, 64, dtype=torch.long)).shape == (1, 64, 99)  # exactly max_len fits
-    with pytest.raises(ValueError, match="input_ids of length 65 after 0 cached tokens need 65 positions, more than "
-                                         "max_len=64"):
+    with pytest.raises(ValueError, match="input_ids has length 65, more than max_len=64"):
         model(torch.zeros(1, 65, dtype=torch.long))
     cache = KVCache(TINY.n_layers)
     model(torch.zeros(1, 60, dtype=torch.long), cache)
@@ -292,11 +291,11 @@ def test_bad_and_too_long_inputs_are_refused():
         model(torch.zeros(1, 5, dtype=torch.long), cache)
     assert cache.length == 60  # the refused call left the cache as it was
     assert model(torch.zeros(1, 4, dtype=torch.long), cache).shape == (1, 4, 99)
-    with pytest.raises(TypeError, match="input_ids must be an int64 or int32 tensor, got torch.float32"):
+    with pytest.raises(TypeError, match="input_ids must be an integer tensor, got torch.float32"):
         model(torch.zeros(1, 3))
     with pytest.raises(ValueError, match=r"input_ids must be in \[0, vocab_size=99\), got \[-1, 99\]"):
         model(torch.tensor([[3, 99, -1]]))
-    with pytest.raises(ValueError, match=r"input_ids must have shape \(B, T\) with T >= 1, got \(3,\)"):
+    with pytest.raises(ValueError, match=r"input_ids must have shape \(B, T\), got \(3,\)"):
         model(torch.tensor([1, 2, 3]))
     with pytest.raises(ValueError, match="cache has 3 layers, but the model has n_layers=2"):
         model(torch.tensor([[1]]), KVCache(3))

@@ -134,11 +134,17 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
-    def _check_input(self, name: str, x: torch.Tensor) -> None:
-        if x.dim() != 3 or x.shape[-1] != self.d_model:
+    def _check_inputs(self, query, key, value) -> None:
+        for name, x in (("query", query), ("key", key), ("value", value)):
+            if x.dim() != 3 or x.shape[-1] != self.d_model:
+                raise ValueError(
+                    f"{name} must have shape (B, T, {self.d_model}) (d_model), got "
+                    f"{tuple(x.shape)}"
+                )
+        if key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]:
             raise ValueError(
-                f"{name} must have shape (B, T, {self.d_model}) (d_model), got "
-                f"{tuple(x.shape)}"
+                "query, key, value must share B, and key, value T_k: got "
+                f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}"
             )
 
     def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
@@ -170,19 +176,24 @@ class MultiHeadAttention(nn.Module):
         """
         key = query if key is None else key
         value = key if value is None else value
-        for name, x in (("query", query), ("key", key), ("value", value)):
-            self._check_input(name, x)
-        if key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]:
-            raise ValueError(
-                "query, key, value must share B, and key, value T_k: got "
-                f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}"
-            )
+        self._check_inputs(query, key, value)
         q = self._split_heads(self.q_proj(query))  # (B, T_q, C) -> (B, H, T_q, D)
         k = self._split_heads(self.k_proj(key))  # (B, T_k, C) -> (B, H, T_k, D)
         v = self._split_heads(self.v_proj(value))  # (B, T_k, C) -> (B, H, T_k, D)
-        if cache is not None:
-            # (B, H, T_cached + T_k, D): the new keys after the old
+        if cache is not None:  # decoding (the KV cache): earlier keys, then these
             k, v = cache.update(cache_layer, k, v)
+        output, weights = self._attend(q, k, v, mask, causal, return_weights)
+        B, _, T_q, _ = output.shape
+        # (B, H, T_q, D) -> (B, T_q, H, D) -> (B, T_q, C): the heads side by side
+        output = output.transpose(1, 2).reshape(B, T_q, self.d_model)
+        output = self.out_proj(output)
+        return (output, weights) if return_weights else output
+
+    def _attend(self, q, k, v, mask, causal: bool, return_weights: bool):
+        """Every head's attention at once: (output (B, H, T_q, D), weights or None).
+        PyTorch's fused kernel unless the weights are asked for or ``fused`` is off; the
+        written-out ``scaled_dot_product_attention`` otherwise. Both give the same
+        output."""
         T_q, T_k = q.shape[-2], k.shape[-2]
         # torch's is_causal aligns the queries with the first keys, not the last: only a
         # square causal mask with nothing else to combine is passed as the flag; any
@@ -191,29 +202,23 @@ class MultiHeadAttention(nn.Module):
         if causal and not causal_flag:
             mask = combine_masks(mask, causal_mask(T_q, T_k, device=q.device))
         dropout_p = self.dropout if self.training else 0.0
-        weights = None
         if self.fused and not return_weights:
             _check_attention_inputs(q, k, v, mask, dropout_p)
             output = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal_flag
             )
-        else:
-            if causal_flag:
-                mask = causal_mask(T_q, T_k, device=q.device)
-            output, weights = scaled_dot_product_attention(
-                q,
-                k,
-                v,
-                mask=mask,
-                dropout_p=dropout_p,
-                training=self.training,
-                return_weights=True,
-            )
-        B = output.shape[0]
-        output = output.transpose(1, 2)  # (B, H, T_q, D) -> (B, T_q, H, D)
-        # (B, T_q, H, D) -> (B, T_q, C)
-        output = self.out_proj(output.reshape(B, T_q, self.d_model))
-        return (output, weights) if return_weights else output
+            return output, None
+        if causal_flag:
+            mask = causal_mask(T_q, T_k, device=q.device)
+        return scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            mask=mask,
+            dropout_p=dropout_p,
+            training=self.training,
+            return_weights=True,
+        )
 
 
 @contextmanager

@@ -27,7 +27,12 @@ from torch import nn
 from minformers.blocks import ACTIVATIONS, TransformerBlock
 from minformers.objectives import IGNORE_INDEX
 from minformers.positions import LearnedPositions
-from minformers.support.arguments import check_heads, check_size
+from minformers.support.arguments import (
+    check_context,
+    check_heads,
+    check_ids,
+    check_size,
+)
 
 
 @dataclass(frozen=True)
@@ -182,38 +187,6 @@ def init_bert_weights(module: nn.Module) -> None:
         nn.init.zeros_(module.bias)
 
 
-def _check_ints(
-    name: str, x, shape, limit: int, limit_name: str, ignore: int | None = None
-) -> None:
-    """x must be an integer tensor of ``shape`` (None: any (B, T)), every value in [0,
-    limit) or equal to ``ignore``."""
-    if (
-        not isinstance(x, torch.Tensor)
-        or x.dtype.is_floating_point
-        or x.dtype.is_complex
-        or x.dtype == torch.bool
-    ):
-        raise TypeError(
-            f"{name} must be an integer tensor, got "
-            f"{getattr(x, 'dtype', type(x).__name__)}"
-        )
-    if (shape is None and x.dim() != 2) or (shape is not None and x.shape != shape):
-        raise ValueError(
-            f"{name} must have shape {'(B, T)' if shape is None else tuple(shape)}, "
-            f"got {tuple(x.shape)}"
-        )
-    outside = (x < 0) | (x >= limit)
-    if ignore is not None:
-        outside &= x != ignore
-    if outside.any():
-        allowed = f"[0, {limit_name}={limit})" + (
-            "" if ignore is None else f" or {ignore} (ignored)"
-        )
-        raise ValueError(
-            f"{name} must be in {allowed}, got {x[outside].unique().tolist()}"
-        )
-
-
 class BertEmbeddings(nn.Module):
     """token + segment + learned position embeddings, then LayerNorm and dropout: (B, T)
     ids -> (B, T, C).
@@ -241,17 +214,13 @@ class BertEmbeddings(nn.Module):
         self, input_ids: torch.Tensor, segment_ids: torch.Tensor | None = None
     ) -> torch.Tensor:
         config = self.config
-        _check_ints("input_ids", input_ids, None, config.vocab_size, "vocab_size")
-        if input_ids.shape[1] > config.max_len:
-            raise ValueError(
-                f"input_ids has length {input_ids.shape[1]}, more than "
-                f"max_len={config.max_len}"
-            )
+        check_ids("input_ids", input_ids, config.vocab_size, "vocab_size")
+        check_context("input_ids", input_ids.shape[1], config.max_len)
         if segment_ids is None:
             # one segment: everything is sentence A
             segment_ids = torch.zeros_like(input_ids)
-        _check_ints(
-            "segment_ids", segment_ids, input_ids.shape, config.n_segments, "n_segments"
+        check_ids(
+            "segment_ids", segment_ids, config.n_segments, "n_segments", input_ids.shape
         )
         # (B, T, C)
         x = self.token_embedding(input_ids) + self.segment_embedding(segment_ids)
@@ -439,25 +408,25 @@ class BertForPreTraining(nn.Module):
         if mlm_labels is None:
             mlm_logits = self.mlm_head(body.hidden_states)  # (B, T, V)
         else:
-            _check_ints(
+            check_ids(
                 "mlm_labels",
                 mlm_labels,
-                input_ids.shape,
                 self.config.vocab_size,
                 "vocab_size",
-                IGNORE_INDEX,
+                shape=input_ids.shape,
+                ignore=IGNORE_INDEX,
             )
             labelled = mlm_labels != IGNORE_INDEX  # (B, T)
             mlm_logits = self.mlm_head(body.hidden_states[labelled])  # (N, C) -> (N, V)
             mlm_loss = F.cross_entropy(mlm_logits, mlm_labels[labelled])
         if nsp_labels is not None:
-            _check_ints(
+            check_ids(
                 "nsp_labels",
                 nsp_labels,
-                input_ids.shape[:1],
                 2,
                 "classes",
-                IGNORE_INDEX,
+                shape=input_ids.shape[:1],
+                ignore=IGNORE_INDEX,
             )
             nsp_loss = F.cross_entropy(
                 nsp_logits, nsp_labels, ignore_index=IGNORE_INDEX
@@ -548,13 +517,13 @@ class BertForSequenceClassification(nn.Module):
         logits = self.classifier(self.dropout(pooled))  # (B, C) -> (B, n_classes)
         loss = None
         if labels is not None:
-            _check_ints(
+            check_ids(
                 "labels",
                 labels,
-                input_ids.shape[:1],
                 self.n_classes,
                 "n_classes",
-                IGNORE_INDEX,
+                shape=input_ids.shape[:1],
+                ignore=IGNORE_INDEX,
             )
             loss = F.cross_entropy(logits, labels, ignore_index=IGNORE_INDEX)
         return ClassificationOutput(logits, loss)

@@ -35,7 +35,12 @@ from minformers.blocks import ACTIVATIONS, FeedForward, TransformerBlock
 from minformers.kv_cache import KVCache
 from minformers.masks import causal_mask
 from minformers.positions import SinusoidalPositions
-from minformers.support.arguments import check_heads, check_size
+from minformers.support.arguments import (
+    check_context,
+    check_heads,
+    check_ids,
+    check_size,
+)
 
 PAD, BOS, EOS = 0, 1, 2  # the same special ids in the source and target vocabularies
 
@@ -247,27 +252,6 @@ class EncoderDecoder(nn.Module):
                 # times sqrt(C) in embed: unit variance
                 nn.init.normal_(parameter, mean=0.0, std=C**-0.5)
 
-    def _check_ids(self, name: str, ids: torch.Tensor, vocab_size: int) -> None:
-        if (
-            not isinstance(ids, torch.Tensor)
-            or ids.dim() != 2
-            or ids.dtype != torch.long
-        ):
-            raise TypeError(
-                f"{name} must be a (B, T) LongTensor, got "
-                f"{getattr(ids, 'shape', ids)!r}"
-            )
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
-            raise ValueError(
-                f"{name} must be in [0, {vocab_size}), got values from "
-                f"{int(ids.min())} to {int(ids.max())}"
-            )
-        if ids.shape[1] > self.config.max_len:
-            raise ValueError(
-                f"{name} has {ids.shape[1]} tokens, more than "
-                f"max_len={self.config.max_len}"
-            )
-
     def _embed(
         self, table: nn.Embedding, ids: torch.Tensor, offset: int = 0
     ) -> torch.Tensor:
@@ -281,7 +265,9 @@ class EncoderDecoder(nn.Module):
     def encode(self, source_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, S) source ids, right-padded with PAD -> (memory (B, S, C), memory_mask
         (B, 1, 1, S))."""
-        self._check_ids("source_ids", source_ids, self.config.source_vocab_size)
+        vocab_size = self.config.source_vocab_size
+        check_ids("source_ids", source_ids, vocab_size, "source_vocab_size")
+        check_context("source_ids", source_ids.shape[1], self.config.max_len)
         # (B, S) -> (B, 1, 1, S): no query reads padding
         memory_mask = (source_ids != PAD)[:, None, None, :]
         x = self._embed(self.source_embedding, source_ids)
@@ -301,13 +287,11 @@ class EncoderDecoder(nn.Module):
         ``cache``, give only the new tokens; the earlier ones' keys and values come from
         it. ``keep_weights`` leaves each decoder layer's cross-attention weights in its
         ``cross_weights``."""
-        self._check_ids("target_ids", target_ids, self.config.target_vocab_size)
+        vocab_size = self.config.target_vocab_size
+        check_ids("target_ids", target_ids, vocab_size, "target_vocab_size")
         offset = 0 if cache is None else cache.length
         T = target_ids.shape[1]
-        if offset + T > self.config.max_len:
-            raise ValueError(
-                f"{offset} cached + {T} new tokens exceed max_len={self.config.max_len}"
-            )
+        check_context("target_ids", T, self.config.max_len, offset)
         x = self._embed(self.target_embedding, target_ids, offset)
         self_mask = causal_mask(T, offset + T, device=target_ids.device)  # (T, T_k)
         for index, layer in enumerate(self.decoder_layers):

@@ -26,7 +26,12 @@ from torch import nn
 from minformers.blocks import ACTIVATIONS, TransformerBlock
 from minformers.kv_cache import KVCache
 from minformers.positions import LearnedPositions
-from minformers.support.arguments import check_heads, check_size
+from minformers.support.arguments import (
+    check_context,
+    check_heads,
+    check_ids,
+    check_size,
+)
 
 
 @dataclass(frozen=True)
@@ -173,29 +178,11 @@ class GPT(nn.Module):
     ) -> torch.Tensor:
         """(B, T) ids -> (B, T, C), the last block's output (after the final norm, if
         any)."""
-        if (
-            not isinstance(input_ids, torch.Tensor)
-            or input_ids.dim() != 2
-            or input_ids.dtype != torch.long
-        ):
-            raise TypeError(
-                "input_ids must be a (B, T) LongTensor, got "
-                f"{getattr(input_ids, 'shape', input_ids)!r}"
-            )
-        bad = (input_ids < 0) | (input_ids >= self.config.vocab_size)
-        if bad.any():
-            raise ValueError(
-                f"input_ids must be in [0, vocab_size={self.config.vocab_size}), got "
-                f"{input_ids[bad].unique()[:5].tolist()}"
-            )
+        check_ids("input_ids", input_ids, self.config.vocab_size, "vocab_size")
         # tokens already processed: the new ones come after them
         offset = 0 if cache is None else cache.length
         T = input_ids.shape[1]
-        if offset + T > self.config.max_len:
-            raise ValueError(
-                f"{offset} cached + {T} new tokens exceed the context of "
-                f"max_len={self.config.max_len}"
-            )
+        check_context("input_ids", T, self.config.max_len, offset)
         # (B, T, C) + (T, C)
         x = self.token_embedding(input_ids) + self.position_embedding(T, offset)
         x = self.dropout(x)

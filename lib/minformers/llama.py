@@ -29,7 +29,12 @@ from torch import nn
 
 from minformers.kv_cache import KVCache
 from minformers.masks import causal_mask
-from minformers.support.arguments import check_heads, check_size
+from minformers.support.arguments import (
+    check_context,
+    check_heads,
+    check_ids,
+    check_size,
+)
 
 
 @dataclass(frozen=True)
@@ -359,31 +364,7 @@ class LlamaForCausalLM(nn.Module):
         tokens before them, updated in place. Returns the logits (B, T, V) of the token
         after each new one."""
         config = self.config
-        if not isinstance(input_ids, torch.Tensor) or input_ids.dtype not in (
-            torch.int64,
-            torch.int32,
-        ):
-            raise TypeError(
-                "input_ids must be an int64 or int32 tensor, got "
-                f"{getattr(input_ids, 'dtype', input_ids)}"
-            )
-        if input_ids.dim() != 2 or input_ids.shape[1] == 0:
-            raise ValueError(
-                "input_ids must have shape (B, T) with T >= 1, got "
-                f"{tuple(input_ids.shape)}"
-            )
-        if (
-            input_ids.numel()
-            and not 0
-            <= int(input_ids.min())
-            <= int(input_ids.max())
-            < config.vocab_size
-        ):
-            outside = input_ids[(input_ids < 0) | (input_ids >= config.vocab_size)]
-            allowed = f"[0, vocab_size={config.vocab_size})"
-            raise ValueError(
-                f"input_ids must be in {allowed}, got {outside.unique().tolist()}"
-            )
+        check_ids("input_ids", input_ids, config.vocab_size, "vocab_size")
         if cache is not None and cache.n_layers != config.n_layers:
             raise ValueError(
                 f"cache has {cache.n_layers} layers, but the model has "
@@ -392,11 +373,7 @@ class LlamaForCausalLM(nn.Module):
         # read once: layer 0's update below changes it
         offset = 0 if cache is None else cache.length
         T = input_ids.shape[1]
-        if offset + T > config.max_len:
-            raise ValueError(
-                f"input_ids of length {T} after {offset} cached tokens need "
-                f"{offset + T} positions, more than max_len={config.max_len}"
-            )
+        check_context("input_ids", T, config.max_len, offset)
         # (T,) absolute positions
         positions = torch.arange(offset, offset + T, device=input_ids.device)
         # (T, S): the new tokens are the last T of S. None, with nothing cached, is the
