@@ -171,7 +171,7 @@ def answer_listings(source: Path) -> tuple[dict[str, str], list[tuple[str, str]]
             module = re.search(r"minformers/([\w/]+)\.py", match.group(0))
             name = re.search(r":pyobject:\s*(\S+)", match["options"])
             if module and name:
-                shown.append((module.group(1), name.group(1)))
+                shown.append((module.group(1).replace("/", "."), name.group(1)))
     return answer_objects(notebook), shown
 
 
