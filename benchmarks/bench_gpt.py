@@ -18,7 +18,7 @@ import time
 import torch
 import transformers
 
-from minformers.convert.gpt2 import hf_gpt2_state_dict
+from minformers.convert.gpt2 import hf_gpt2_config, hf_gpt2_state_dict
 from minformers.gpt import GPT, GPTConfig, language_model_loss
 from minformers.language_modeling import random_windows
 from minformers.recipes.shakespeare_gpt import shakespeare_characters
@@ -74,7 +74,7 @@ def main() -> None:
     corpus = shakespeare_characters()
     config = GPTConfig.tiny(vocab_size=corpus.tokenizer.vocab_size)  # nanoGPT's CPU recipe, dropout 0
     ours = GPT(config).train()
-    theirs = transformers.GPT2LMHeadModel(config.to_hf()).train()
+    theirs = transformers.GPT2LMHeadModel(hf_gpt2_config(config)).train()
     theirs.load_state_dict(hf_gpt2_state_dict(ours), strict=False)
     ours_seconds, theirs_seconds = taking_turns(
         [training_step(ours, ours), training_step(theirs, lambda ids: theirs(ids).logits)])
