@@ -177,9 +177,8 @@ class MultiHeadAttention(nn.Module):
         key = query if key is None else key
         value = key if value is None else value
         self._check_inputs(query, key, value)
-        q = self._split_heads(self.q_proj(query))  # (B, T_q, C) -> (B, H, T_q, D)
-        k = self._split_heads(self.k_proj(key))  # (B, T_k, C) -> (B, H, T_k, D)
-        v = self._split_heads(self.v_proj(value))  # (B, T_k, C) -> (B, H, T_k, D)
+        # (B, T_q, C) -> (B, H, T_q, D); (B, T_k, C) -> (B, H, T_k, D) twice
+        q, k, v = map(self._split_heads, self._project(query, key, value))
         if cache is not None:  # decoding (the KV cache): earlier keys, then these
             k, v = cache.update(cache_layer, k, v)
         output, weights = self._attend(q, k, v, mask, causal, return_weights)
@@ -188,6 +187,20 @@ class MultiHeadAttention(nn.Module):
         output = output.transpose(1, 2).reshape(B, T_q, self.d_model)
         output = self.out_proj(output)
         return (output, weights) if return_weights else output
+
+    def _project(self, query, key, value):
+        """``q_proj(query)``, ``k_proj(key)``, ``v_proj(value)``. In self-attention the
+        three read the same input, so they run as one product with the three weight
+        matrices stacked (GPT-2 stores them so, as ``c_attn``): the same dot products,
+        and one larger matmul is faster than three small ones."""
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        inputs = (query, key, value)
+        if query is not key or key is not value:
+            return [project(x) for project, x in zip(projections, inputs, strict=True)]
+        weight = torch.cat([projection.weight for projection in projections])
+        biases = [projection.bias for projection in projections]
+        bias = None if biases[0] is None else torch.cat(biases)
+        return F.linear(query, weight, bias).chunk(3, dim=-1)
 
     def _attend(self, q, k, v, mask, causal: bool, return_weights: bool):
         """Every head's attention at once: (output (B, H, T_q, D), weights or None).

@@ -396,14 +396,14 @@ def pad(
             [8, 0, 0]]), tensor([[1, 1, 1],
             [1, 0, 0]]))
     """
-    length = max(map(len, sequences)) if length is None else length
-    ids = torch.full((len(sequences), length), pad_id, dtype=torch.long)
-    attention_mask = torch.zeros((len(sequences), length), dtype=torch.long)
-    for row, sequence in enumerate(sequences):
-        if len(sequence) > length:
-            raise ValueError(
-                f"a sequence of {len(sequence)} ids does not fit length={length}"
-            )
-        ids[row, : len(sequence)] = torch.tensor(sequence, dtype=torch.long)
-        attention_mask[row, : len(sequence)] = 1
+    lengths = [len(sequence) for sequence in sequences]
+    length = max(lengths) if length is None else length
+    if lengths and max(lengths) > length:
+        raise ValueError(f"a sequence of {max(lengths)} ids does not fit length={length}")
+    # one tensor from one padded list: a small batch's time goes to per-row calls
+    ids = torch.tensor(
+        [list(sequence) + [pad_id] * (length - n) for sequence, n in zip(sequences, lengths)],
+        dtype=torch.long,
+    ).reshape(len(sequences), length)
+    attention_mask = (torch.arange(length) < torch.tensor(lengths).unsqueeze(1)).long()
     return ids, attention_mask
