@@ -25,7 +25,6 @@ ALLOWED = {
     ("bert_electra", "75.1"): "the ELECTRA paper's GLUE score, quoted (cited in the same list item)",
     ("bert_finetuning", "80%"): "the split's shares, set in minformers.support.data.movie_review_splits",
     ("gpt", "1.5"): "GPT-2 XL's size as usually quoted, 1.5 B",
-    ("gpt", "0.8"): "the sampling temperature, the default of minformers.language_modeling.sample",
     ("in_context", "1.4"): "arithmetic: the standard error sqrt(0.75 x 0.25 / 1000), worked in the text",
     ("in_context", "75%"): "arithmetic: the accuracy at which a standard error is worked out",
     ("intro", "3.11"): "the Python version the course installs",

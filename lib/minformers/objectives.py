@@ -399,11 +399,13 @@ def pad(
     lengths = [len(sequence) for sequence in sequences]
     length = max(lengths) if length is None else length
     if lengths and max(lengths) > length:
-        raise ValueError(f"a sequence of {max(lengths)} ids does not fit length={length}")
+        raise ValueError(
+            f"a sequence of {max(lengths)} ids does not fit length={length}"
+        )
     # one tensor from one padded list: a small batch's time goes to per-row calls
-    ids = torch.tensor(
-        [list(sequence) + [pad_id] * (length - n) for sequence, n in zip(sequences, lengths)],
-        dtype=torch.long,
-    ).reshape(len(sequences), length)
+    rows = [
+        list(sequence) + [pad_id] * (length - len(sequence)) for sequence in sequences
+    ]
+    ids = torch.tensor(rows, dtype=torch.long).reshape(len(sequences), length)
     attention_mask = (torch.arange(length) < torch.tensor(lengths).unsqueeze(1)).long()
     return ids, attention_mask
