@@ -9,6 +9,7 @@ from minformers.bert import BertConfig, BertModel
 from minformers.finetuning import (
     count_trainable,
     encode_sentences,
+    fine_tune_and_score,
     fit_classifier,
     linear_probe_accuracy,
     linear_probe_predictions,
@@ -110,3 +111,15 @@ def test_probe_verdicts_are_the_probe_s_accuracy_one_review_at_a_time():
     predicted = linear_probe_predictions(train_x, train_y, dev_x)
     assert predicted.shape == (30,) and set(predicted.tolist()) <= {0, 1}
     assert (predicted == dev_y).float().mean().item() == linear_probe_accuracy(train_x, train_y, dev_x, dev_y) < 1
+
+
+def test_fine_tune_and_score_flags_the_final_models_dev_verdicts_from_its_last_evaluation():
+    # the verdicts come from the last evaluation, not from another pass: they must be the final model's
+    torch.manual_seed(0)
+    features, labels = torch.randn(64, 4), torch.randint(0, 2, (64,))
+    model = nn.Linear(4, 2)
+    schedule = TrainConfig(steps=7, lr=0.05, warmup_steps=1, eval_every=5)  # evaluations at steps 5 and 7
+    result = fine_tune_and_score(model, (features[:48],), labels[:48], (features[48:],), labels[48:], schedule)
+    assert result.history.eval_steps == [5, 7]
+    assert torch.equal(result.dev_correct, predict(model, (features[48:],)) == labels[48:])
+    assert result.dev_correct.float().mean().item() == pytest.approx(result.history.last_eval("dev_accuracy"))

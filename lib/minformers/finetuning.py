@@ -118,6 +118,7 @@ def fit_classifier(
     lm_weight: float = 0.0,
     build_optimizer=make_optimizer,
     seed: int = 0,
+    record: dict | None = None,
 ) -> History:
     """Train ``model`` so that ``model(*inputs)`` (logits, or an output with
     ``.logits``) predicts the labels.
@@ -132,7 +133,9 @@ def fit_classifier(
     trained on GPT-1's L3 = L2 + lm_weight * L1, where L2 is the classes' cross-entropy
     and L1 that language-modelling loss; both are logged on every batch
     ("classifier_loss", "lm_loss") and on the dev set ("dev_lm_loss"), whatever the
-    weight. ``build_optimizer`` is passed to ``train``.
+    weight. ``build_optimizer`` is passed to ``train``. A ``record`` dict receives the
+    dev predictions of each evaluation, (N,) class ids, under "dev_predictions": after
+    the run, the final model's, without another pass over the dev set.
     """
     check_size("batch_size", batch_size)
     check_size("seed", seed, minimum=0)
@@ -184,6 +187,8 @@ def fit_classifier(
     def evaluate(model: nn.Module) -> dict[str, torch.Tensor]:
         output = model(*dev_inputs)
         logits = _logits(output)
+        if record is not None:
+            record["dev_predictions"] = logits.argmax(-1)
         scores = {
             "dev_loss": F.cross_entropy(logits, dev_labels),
             "dev_accuracy": accuracy(logits, dev_labels),
@@ -224,6 +229,7 @@ def fine_tune_and_score(
     the final model's right/wrong flag on every dev example: one run of a comparison
     whose runs go to worker processes, whose lines would interleave, and whose models
     are compared example by example (``statistics.mcnemar``)."""
+    record = {}
     # progress=False still logs a line per evaluation
     with contextlib.redirect_stderr(io.StringIO()):
         history = fit_classifier(
@@ -234,8 +240,10 @@ def fine_tune_and_score(
             dev_labels,
             schedule,
             **{"progress": False, **options},
+            record=record,
         )
-    return FineTuneResult(history, predict(model, dev_inputs) == dev_labels)
+    # the last evaluation is at the last step: the final model's predictions
+    return FineTuneResult(history, record["dev_predictions"] == dev_labels)
 
 
 def count_trainable(model: nn.Module) -> int:

@@ -18,22 +18,18 @@ _HF_ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "relu": "re
 
 def hf_albert_config(config: BertConfig):
     """The same sizes as a ``transformers.AlbertConfig`` (an ALBERT-style config:
-    embedding_size set)."""
+    embedding_size set); the rest keeps ALBERT's defaults."""
     import transformers  # only here: importing transformers takes seconds
 
     if config.embedding_size is None:
         raise ValueError(
             "hf_albert_config needs embedding_size (ALBERT's factorized embedding)"
         )
+    sizes = ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_len")
     return transformers.AlbertConfig(
-        vocab_size=config.vocab_size,
         embedding_size=config.embedding_size,
-        hidden_size=config.d_model,
-        num_hidden_layers=config.n_layers,
-        num_attention_heads=config.n_heads,
-        intermediate_size=config.d_ff,
-        max_position_embeddings=config.max_len,
         type_vocab_size=config.n_segments,
+        **{_HF_NAMES[name]: getattr(config, name) for name in sizes},
     )
 
 
@@ -45,19 +41,7 @@ def hf_electra_config(config: BertConfig):
     if config.share_layers:
         raise ValueError("ELECTRA does not share layers")
     return transformers.ElectraConfig(
-        vocab_size=config.vocab_size,
-        embedding_size=config.embedding_width,
-        hidden_size=config.d_model,
-        num_hidden_layers=config.n_layers,
-        num_attention_heads=config.n_heads,
-        intermediate_size=config.d_ff,
-        max_position_embeddings=config.max_len,
-        type_vocab_size=config.n_segments,
-        layer_norm_eps=config.layer_norm_eps,
-        hidden_dropout_prob=config.dropout,
-        attention_probs_dropout_prob=config.dropout,
-        hidden_act=_HF_ACTIVATIONS[config.activation],
-        pad_token_id=config.pad_id,
+        embedding_size=config.embedding_width, **_hf_fields(config)
     )
 
 
@@ -104,11 +88,14 @@ def hf_bert_config(config: BertConfig):
             "an ALBERT-style config (embedding_size, share_layers) has no "
             "transformers.BertConfig"
         )
-    values = {theirs: getattr(config, ours) for ours, theirs in _HF_NAMES.items()}
-    values["hidden_act"] = _HF_ACTIVATIONS[config.activation]
-    return transformers.BertConfig(
-        **values, attention_probs_dropout_prob=config.dropout
-    )
+    return transformers.BertConfig(**_hf_fields(config))
+
+
+def _hf_fields(config: BertConfig) -> dict:
+    """Every field of ``config`` under HF's BERT and ELECTRA names."""
+    fields = {theirs: getattr(config, ours) for ours, theirs in _HF_NAMES.items()}
+    fields["hidden_act"] = _HF_ACTIVATIONS[config.activation]
+    return fields | {"attention_probs_dropout_prob": config.dropout}
 
 
 # BERT <-> Hugging Face: one table, our module path -> HF's, with "{i}" for a layer

@@ -38,7 +38,7 @@ class EncoderFineTuneRun:
     # states
     pooling: str = "cls"
     schedule: TrainConfig = TrainConfig(
-        steps=150, lr=1e-3, warmup_steps=15, eval_every=30
+        steps=150, lr=1e-3, warmup_steps=15, eval_every=50
     )
     batch_size: int = 32
 
