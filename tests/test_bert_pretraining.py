@@ -18,7 +18,7 @@ from minformers.recipes.bert_pretraining import (
     pretraining_losses,
     unigram_log_frequencies,
 )
-from minformers.recipes.news import SPECIALS, news_corpus
+from minformers.recipes.news import SPECIALS, _news_corpus, news_corpus
 from minformers.train import TrainConfig
 from minformers.wordpiece import WordPieceTokenizer
 
@@ -57,6 +57,10 @@ def test_corpus_is_cached_and_its_vocabulary_reused_from_disk(corpus):
     again = news_corpus(vocab_size=800, max_len=24, article_stride=12)
     assert again.tokenizer.id_to_token == corpus.tokenizer.id_to_token
     assert [pair.input_ids for pair in again.train_pairs] == [pair.input_ids for pair in corpus.train_pairs]
+    # what the disk cache gives back is what a fresh build makes
+    fresh = _news_corpus(vocab_size=800, max_len=24, article_stride=12, tokenizer="wordpiece")
+    assert again.train_documents == fresh.train_documents
+    assert again.validation_pairs == fresh.validation_pairs
 
 
 def test_pretraining_batch_follows_bert_conventions():

@@ -6,6 +6,7 @@ import math
 import os
 import random
 import re
+import uuid
 
 import numpy as np
 import pytest
@@ -16,7 +17,16 @@ from torch import nn
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 import minformers.train
-from minformers.train import History, TrainConfig, learning_rate, load_weights, make_optimizer, train
+from minformers.train import (
+    History,
+    TrainConfig,
+    cached_in_build,
+    checkpoint_path,
+    learning_rate,
+    load_weights,
+    make_optimizer,
+    train,
+)
 
 VOCAB = 11
 
@@ -469,3 +479,18 @@ def test_progress_bar_is_drawn_to_stdout(monkeypatch, capsys, build, progress):
     captured = capsys.readouterr()
     assert "100%" in captured.out and "10/10" in captured.out and "val_loss=" in captured.out
     assert not re.search(r"^step ", captured.out, re.MULTILINE) and captured.err == ""
+
+
+def test_cached_in_build_builds_once_then_reads_the_pickle():
+    calls = []
+
+    def build():
+        calls.append(1)
+        return {"ids": torch.arange(3)}
+
+    settings = {"test": str(uuid.uuid4())}  # a fresh entry every test run
+    first = cached_in_build("test-cache", settings, build)
+    again = cached_in_build("test-cache", settings, build)
+    assert len(calls) == 1 and again is not first
+    assert again["ids"].tolist() == [0, 1, 2]
+    checkpoint_path("test-cache", settings, suffix=".pickle").unlink()

@@ -41,6 +41,7 @@ import hashlib
 import json
 import math
 import os
+import pickle
 import random
 import sys
 import time
@@ -434,6 +435,26 @@ def checkpoint_path(name: str, settings: dict, suffix: str = ".safetensors") -> 
         / "checkpoints"
         / f"{name}-{digest.hexdigest()[:16]}{suffix}"
     )
+
+
+def cached_in_build(name: str, settings: dict, build: Callable[[], object]) -> object:
+    """``build()``, or its result pickled at ``checkpoint_path(name, settings)`` by an
+    earlier call of this build: for data that takes seconds to prepare (a tokenized
+    corpus) and that many pages, and their worker processes, each need.
+
+    >>> cached_in_build("doctest-squares", {"n": 3}, lambda: [i * i for i in range(3)])
+    [0, 1, 4]
+    """
+    path = checkpoint_path(name, settings, suffix=".pickle")
+    if path.exists():
+        return pickle.loads(path.read_bytes())
+    result = build()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.write_bytes(pickle.dumps(result))
+    # atomic, so a page or worker running at the same time never reads half a file
+    os.replace(partial, path)
+    return result
 
 
 def lib_source_digest() -> str:

@@ -38,7 +38,7 @@ from minformers.language_modeling import LMRun, TextCorpus, train_language_model
 from minformers.objectives import pad
 from minformers.support import data
 from minformers.support.arguments import check_size
-from minformers.train import TrainConfig
+from minformers.train import TrainConfig, cached_in_build
 
 # ends (and so starts) each text; GPT-1's extract token
 END, CLASSIFY = "<|endoftext|>", "<|classify|>"
@@ -50,7 +50,15 @@ def review_corpus(vocab_size: int = 2048) -> TextCorpus:
     """The training split's review sentences as one stream of BPE tokens, each sentence
     followed by ``END``; the dev split's sentences, the same way, for validation (their
     labels are not used). The BPE is trained on the training sentences, with
-    ``CLASSIFY`` reserved: it never occurs in the text, so pretraining never sees it."""
+    ``CLASSIFY`` reserved: it never occurs in the text, so pretraining never sees it.
+    Cached in this build's checkpoints: training the BPE takes seconds, in each page
+    and worker that asks."""
+    return cached_in_build(
+        "reviews-corpus", {"vocab_size": vocab_size}, lambda: _review_corpus(vocab_size)
+    )
+
+
+def _review_corpus(vocab_size: int) -> TextCorpus:
     splits = data.movie_review_splits()
     train_text, dev_text = (
         "".join(text + END for text, _ in splits[part]) for part in ("train", "dev")

@@ -5,8 +5,8 @@ byte-level BPE that RoBERTa uses).
 
     corpus = news_corpus()  # NSP pairs, documents of sentence ids, the tokenizer
 
-The vocabularies are cached in this build's checkpoints; the corpus itself is cached
-per process, so pages and calls with the same settings share one.
+The vocabularies and the tokenized corpus are cached in this build's checkpoints, and
+the corpus per process too, so pages and calls with the same settings share one.
 
     >>> tokenizer = NewsByteBPE(*train_bpe("news news news", 265, SPECIALS))
     >>> tokenizer.special_ids["mask"], [tokenizer.id_to_token[i] for i in tokenizer.encode(" news")]
@@ -23,7 +23,7 @@ from minformers.bpe import ByteBPETokenizer, train_bpe
 from minformers.objectives import SentencePair, sentence_pairs, split_sentences
 from minformers.support import data
 from minformers.support.arguments import check_size
-from minformers.train import checkpoint_path
+from minformers.train import cached_in_build, checkpoint_path
 from minformers.wordpiece import WordPieceTokenizer, train_wordpiece
 
 # BERT's, with [PAD] = 0 as BertConfig.pad_id expects
@@ -109,6 +109,19 @@ def news_corpus(
         raise ValueError(
             f"tokenizer must be 'wordpiece' or 'byte_bpe', got {tokenizer!r}"
         )
+    settings = dict(
+        vocab_size=vocab_size,
+        max_len=max_len,
+        article_stride=article_stride,
+        tokenizer=tokenizer,
+    )
+    # tokenizing every sentence takes seconds, in each page and worker that asks
+    return cached_in_build("news-corpus", settings, lambda: _news_corpus(**settings))
+
+
+def _news_corpus(
+    vocab_size: int, max_len: int, article_stride: int, tokenizer: str
+) -> NewsCorpus:
     unique: dict[str, dict[str, str]] = {}
     # 133 of the 2,225 texts occur twice; one copy could land in each split
     for article in data.bbc_news():
