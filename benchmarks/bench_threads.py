@@ -8,8 +8,8 @@ REPEATS after WARMUP, at 1 and at 2 threads in this same run:
 - encoder-decoder: the translation page's 2 + 2 layers, 64 wide, batch 64 x 16;
 - BPE training (plain Python, so threads should not matter: a check that they do not hurt);
 - two runs side by side in two one-thread processes against the same two runs one after the other on two threads,
-  in steps per second: the scaling sweep's narrowest and widest GPTs (its workers), and the gpt page's GPT beside
-  its Llama-style sibling (``parallel.in_background``).
+  in steps per second: the scaling sweep's narrowest and widest GPTs (its workers), and a GPT beside a Llama-style
+  decoder (the modern-decoder page's seeded pairs).
 
 minformers.support.runtime.DEFAULT_THREADS is set from what this prints; rerun it on a new machine.
 
