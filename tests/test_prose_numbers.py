@@ -23,7 +23,6 @@ ALLOWED = {
     ("bert_electra", "85%"): "arithmetic: the positions MLM does not mask, 100% - 15%",
     ("bert_electra", "79.9"): "the ELECTRA paper's GLUE score, quoted (cited in the same list item)",
     ("bert_electra", "75.1"): "the ELECTRA paper's GLUE score, quoted (cited in the same list item)",
-    ("bert_finetuning", "80%"): "the split's shares, set in minformers.support.data.movie_review_splits",
     ("gpt", "1.5"): "GPT-2 XL's size as usually quoted, 1.5 B",
     ("in_context", "1.4"): "arithmetic: the standard error sqrt(0.75 x 0.25 / 1000), worked in the text",
     ("in_context", "75%"): "arithmetic: the accuracy at which a standard error is worked out",

@@ -129,7 +129,7 @@ def denoising_scores(model: EncoderDecoder, batch: DenoisingBatch) -> dict[str, 
 class DenoisingRun:
     objective: str  # one of OBJECTIVES
     schedule: TrainConfig = TrainConfig(
-        steps=700, lr=3e-3, warmup_steps=70, eval_every=140
+        steps=600, lr=3e-3, warmup_steps=60, eval_every=120
     )
     # sentences per step, each corrupted afresh every time it is drawn
     batch_size: int = 24
