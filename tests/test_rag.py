@@ -120,14 +120,14 @@ def test_read_answer_decodes_only_the_new_tokens_and_stops_at_the_end_of_turn():
 def test_smollm2_tokenizer_from_gguf_matches_hugging_face():
     """Our ByteBPETokenizer built from the GGUF file's tokens and merges gives HF's ids (HF's own GGUF reader and
     tokenizer conversion) on news articles and on the chat format with its special tokens."""
-    import gguf
     from transformers import AutoTokenizer
 
+    from minformers.convert.gguf_file import read_gguf
     from minformers.recipes.rag import gguf_tokenizer
     from minformers.support import data
 
     path = data.smollm2_gguf()
-    ours = gguf_tokenizer(gguf.GGUFReader(str(path)))
+    ours = gguf_tokenizer(read_gguf(path))
     theirs = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
     texts = [article["title"] + "\n" + article["text"] for article in unique_articles()[::100]]
     texts.append(reader_prompt("rose ____ to £3.4bn, up 12%", passage="Profits rose 12% to £3.4bn in 2004."))

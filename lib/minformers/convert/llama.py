@@ -211,22 +211,22 @@ def unpermute_gguf_rope_rows(weight: torch.Tensor, n_heads: int) -> torch.Tensor
     return per_head.transpose(1, 2).reshape(rows, C)
 
 
-def load_gguf_llama(path, reader=None):
+def load_gguf_llama(path, gguf_file=None):
     """A ``LlamaForCausalLM`` with the sizes and weights of a llama.cpp GGUF file of
     architecture "llama". Quantized tensors (Q4_1, Q8_0, ...) are dequantized to float32
     by the ``gguf`` package, so the model computes in float32 with the values the 4-bit
-    file encodes. ``reader``: a ``gguf.GGUFReader`` already open on ``path``, so that a
-    caller who also reads the tokenizer parses the file once (parsing its 49k-token
-    vocabulary takes seconds)."""
+    file encodes. ``gguf_file``: the file already read (``gguf_file.read_gguf``), for a
+    caller who also reads the tokenizer from it."""
     import gguf  # only here: reading GGUF files is optional
     import numpy as np
 
+    from minformers.convert.gguf_file import read_gguf
     from minformers.llama import LlamaConfig, LlamaForCausalLM
 
-    reader = gguf.GGUFReader(str(path)) if reader is None else reader
+    gguf_file = read_gguf(path) if gguf_file is None else gguf_file
 
     def field(key: str, default=None):
-        return reader.fields[key].contents() if key in reader.fields else default
+        return gguf_file.metadata.get(key, default)
 
     architecture = field("general.architecture")
     if architecture != "llama":
@@ -236,10 +236,8 @@ def load_gguf_llama(path, reader=None):
             f"{path} uses scaled RoPE ({field('llama.rope.scaling.type')!r}), which is "
             "not implemented"
         )
-    tensors = {tensor.name: tensor for tensor in reader.tensors}
-    vocab_size = field("llama.vocab_size") or len(
-        reader.fields["tokenizer.ggml.tokens"].data
-    )
+    tensors = gguf_file.tensors
+    vocab_size = field("llama.vocab_size") or len(field("tokenizer.ggml.tokens"))
     config = LlamaConfig(
         vocab_size=vocab_size,
         d_model=field("llama.embedding_length"),
@@ -273,7 +271,9 @@ def load_gguf_llama(path, reader=None):
             raise ValueError(f"{path} has a tensor {name!r} that our Llama does not")
         # GGUF lists dimensions fastest first ([C, V] for the embedding); dequantize
         # returns numpy's (V, C) order. float32 tensors come back as read-only views
-        values = gguf.dequantize(tensor.data, tensor.tensor_type)
+        values = gguf.dequantize(
+            tensor.data, gguf.GGMLQuantizationType(tensor.ggml_type)
+        )
         weight = torch.from_numpy(
             np.require(values, np.float32, requirements=["C", "W"])
         )

@@ -203,9 +203,9 @@ def exact_match(reply: str, answer: str) -> bool:
 # The reader: SmolLM2-135M-Instruct, from its GGUF file, in our LlamaForCausalLM.
 
 
-def gguf_tokenizer(reader) -> ByteBPETokenizer:
-    """The byte-level BPE stored in a GGUF file (an open ``gguf.GGUFReader``), with the
-    file's ids.
+def gguf_tokenizer(gguf_file) -> ByteBPETokenizer:
+    """The byte-level BPE stored in a GGUF file (read by ``gguf_file.read_gguf``), with
+    the file's ids.
 
     GGUF spells ordinary tokens as GPT-2's vocab files do ("Ġ" for a space) and stores
     special tokens such as "<|im_start|>" as they are written. SmolLM2's vocabulary
@@ -213,10 +213,10 @@ def gguf_tokenizer(reader) -> ByteBPETokenizer:
     get ids past the model's vocabulary, so a text holding one is rejected by the model
     rather than silently mis-encoded.
     """
-    fields = reader.fields
-    tokens = fields["tokenizer.ggml.tokens"].contents()
+    metadata = gguf_file.metadata
+    tokens = metadata["tokenizer.ggml.tokens"]
     # 1 = normal; others (3 = control) are special tokens
-    kinds = fields["tokenizer.ggml.token_type"].contents()
+    kinds = metadata["tokenizer.ggml.token_type"]
     vocab = {
         index: gpt2_token_bytes(token) if kind == 1 else token.encode("utf-8")
         for index, (token, kind) in enumerate(zip(tokens, kinds, strict=True))
@@ -227,7 +227,7 @@ def gguf_tokenizer(reader) -> ByteBPETokenizer:
             vocab[len(vocab)] = bytes([byte])
     merges = [
         tuple(gpt2_token_bytes(part) for part in merge.split(" "))
-        for merge in fields["tokenizer.ggml.merges"].contents()
+        for merge in metadata["tokenizer.ggml.merges"]
     ]
     special = [token for token, kind in zip(tokens, kinds, strict=True) if kind != 1]
     return ByteBPETokenizer(vocab, merges, special_tokens=special)
@@ -236,13 +236,12 @@ def gguf_tokenizer(reader) -> ByteBPETokenizer:
 def load_smollm2():
     """(model, tokenizer): SmolLM2-135M-Instruct in our ``LlamaForCausalLM`` (eval mode)
     and its tokenizer, read from the pinned GGUF file in one pass."""
-    import gguf  # only here: reading GGUF files is optional
-
+    from minformers.convert.gguf_file import read_gguf
     from minformers.convert.llama import load_gguf_llama
 
     path = data.smollm2_gguf()
-    reader = gguf.GGUFReader(str(path))
-    return load_gguf_llama(path, reader).eval(), gguf_tokenizer(reader)
+    gguf_file = read_gguf(path)
+    return load_gguf_llama(path, gguf_file).eval(), gguf_tokenizer(gguf_file)
 
 
 # the chat template's default
