@@ -1,10 +1,8 @@
 import math
-import time
 
 import pytest
-import torch
 
-from minformers.support.parallel import in_background, map_in_workers
+from minformers.support.parallel import map_in_workers
 
 
 def test_results_come_back_in_the_order_given_whatever_order_they_finish_in():
@@ -21,25 +19,3 @@ def test_workers_must_be_a_positive_count():
     with pytest.raises(ValueError, match="workers must be >= 1"):
         map_in_workers(math.sqrt, [1.0], workers=0)
 
-
-def test_a_background_job_runs_beside_the_block_on_one_thread_each():
-    with in_background(math.factorial, 6) as job:
-        threads_inside = torch.get_num_threads()
-        here = math.factorial(4)
-    assert (here, job.get(), threads_inside) == (24, 720, 1)
-
-
-def test_the_block_gets_its_threads_back_and_sees_the_jobs_error():
-    torch.set_num_threads(2)
-    with in_background(math.sqrt, -1.0) as job:
-        pass
-    assert torch.get_num_threads() == 2
-    with pytest.raises(ValueError, match="math domain error"):
-        job.get()
-
-
-def test_an_error_in_the_block_stops_the_job_instead_of_waiting_for_it():
-    started = time.perf_counter()
-    with pytest.raises(KeyError), in_background(time.sleep, 60):
-        raise KeyError("interrupted")
-    assert time.perf_counter() - started < 30  # the 60 s job was stopped, not awaited

@@ -7,18 +7,10 @@ small model's matmuls are too short to keep two threads busy.
     >>> # the function must be importable by name: defined at top level
     >>> map_in_workers(math.factorial, [5, 3])
     [120, 6]
-    >>> with in_background(
-    ...     math.factorial, 5
-    ... ) as job:  # one job on the other core while this process goes on
-    ...     here = math.factorial(3)
-    >>> here, job.get()
-    (6, 120)
 """
 
-import contextlib
 import multiprocessing
-import multiprocessing.pool
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -65,25 +57,3 @@ def map_in_workers(
             if on_result is not None:
                 on_result(len(results), arguments[index], result)
     return [results[i] for i in range(len(arguments))]
-
-
-@contextlib.contextmanager
-def in_background(
-    function: Callable, argument
-) -> Iterator[multiprocessing.pool.AsyncResult]:
-    """Compute ``function(argument)`` on one worker process of one torch thread while
-    the ``with`` block runs here, on one thread too: two small jobs side by side instead
-    of in turn. Yields the job; ``job.get()`` returns its result (or raises its error).
-    Leaving the block waits for the job; an error in the block stops it instead, so an
-    interrupted cell leaves nothing running. ``function`` and ``argument`` must pickle,
-    as for ``map_in_workers``."""
-    threads = torch.get_num_threads()
-    # leaving it ends the worker
-    with multiprocessing.get_context("spawn").Pool(1, initializer=_one_thread) as pool:
-        job = pool.apply_async(function, (argument,))
-        torch.set_num_threads(1)
-        try:
-            yield job
-            job.wait()
-        finally:
-            torch.set_num_threads(threads)
