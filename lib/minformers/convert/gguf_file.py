@@ -12,6 +12,15 @@ The ``gguf`` package's reader does the same job but makes a numpy view of every 
 which takes seconds on a 49k-token vocabulary; here a file reads in a fraction of a
 second. Dequantizing is still the package's (``gguf.dequantize``): the tensors come back
 as the raw arrays it expects.
+
+    >>> from minformers.support import data
+    >>> smollm2 = read_gguf(data.smollm2_gguf())
+    >>> smollm2.metadata["general.architecture"], len(smollm2.tensors)
+    ('llama', 272)
+    >>> # fastest-varying first: 49,152 rows of 576 channels, in 8-bit blocks (Q8_0)
+    >>> embedding = smollm2.tensors["token_embd.weight"]
+    >>> embedding.dims, embedding.ggml_type
+    ((576, 49152), 8)
 """
 
 import struct
