@@ -6,6 +6,8 @@ import math
 import os
 import random
 import re
+import subprocess
+import sys
 import uuid
 
 import numpy as np
@@ -14,7 +16,6 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import nn
-from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 import minformers.train
 from minformers.train import (
@@ -130,8 +131,10 @@ def test_fused_kernel_takes_the_plain_loop_s_steps():
     config = TrainConfig(steps=5, lr=1e-2, warmup_steps=1, weight_decay=0.1)
 
     def plain(model, config):
-        groups = [{"params": g["params"], "weight_decay": g["weight_decay"]}
-                  for g in make_optimizer(model, config).param_groups]
+        groups = [
+            {"params": g["params"], "weight_decay": g["weight_decay"]}
+            for g in make_optimizer(model, config).param_groups
+        ]
         return torch.optim.AdamW(groups, lr=config.lr, betas=config.betas, eps=config.eps, foreach=False)
 
     models = []
@@ -150,6 +153,64 @@ def test_fused_kernel_takes_the_plain_loop_s_steps():
     assert not torch.allclose(models[0][1].weight, start[1].weight, atol=1e-3)  # five steps did move the weights
     for fused, looped in zip(models[0].parameters(), models[1].parameters(), strict=True):
         torch.testing.assert_close(fused, looped, rtol=1e-5, atol=1e-6)  # float rounding differs between kernels
+
+
+def test_fused_adamw_state_dict_is_torch_s():
+    """After the same steps, FusedAdamW's state_dict has torch's AdamW's layout and values, and loading it into a
+    fresh FusedAdamW continues exactly as the original does."""
+    config = TrainConfig(steps=5, lr=1e-2, warmup_steps=1, weight_decay=0.1)
+
+    def torch_adamw(model, config):
+        groups = [
+            {"params": g["params"], "weight_decay": g["weight_decay"]}
+            for g in make_optimizer(model, config).param_groups
+        ]
+        return torch.optim.AdamW(groups, lr=config.lr, betas=config.betas, eps=config.eps, fused=True)
+
+    def run(optimizer, model, steps):
+        for step in steps:
+            ids = torch.randint(20, (4,), generator=torch.Generator().manual_seed(step))
+            model(ids).square().mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+
+    def fresh():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Embedding(20, 8), torch.nn.Linear(8, 3))
+
+    ours, theirs = fresh(), fresh()
+    ours_optimizer, theirs_optimizer = make_optimizer(ours, config), torch_adamw(theirs, config)
+    run(ours_optimizer, ours, range(3))
+    run(theirs_optimizer, theirs, range(3))
+    mine, torch_s = ours_optimizer.state_dict(), theirs_optimizer.state_dict()
+    assert [g["params"] for g in mine["param_groups"]] == [g["params"] for g in torch_s["param_groups"]]
+    assert mine["state"].keys() == torch_s["state"].keys()
+    for index, state in torch_s["state"].items():
+        assert mine["state"][index].keys() == state.keys()
+        for key, value in state.items():
+            torch.testing.assert_close(mine["state"][index][key], value, rtol=1e-5, atol=1e-7)
+
+    resumed = fresh()
+    resumed.load_state_dict(ours.state_dict())
+    resumed_optimizer = make_optimizer(resumed, config)
+    resumed_optimizer.load_state_dict(mine)
+    run(ours_optimizer, ours, range(3, 5))
+    run(resumed_optimizer, resumed, range(3, 5))
+    for a, b in zip(ours.parameters(), resumed.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_training_does_not_import_dynamo():
+    """The reason FusedAdamW exists: torch.optim.Optimizer imports torch._dynamo (seconds per process)."""
+    script = (
+        "import sys, torch\n"
+        "from minformers.train import TrainConfig, train\n"
+        "model = torch.nn.Linear(2, 1)\n"
+        "train(model, lambda step: torch.randn(8, 2), lambda m, x: m(x).square().mean(),\n"
+        "      TrainConfig(steps=3, warmup_steps=1), progress=False)\n"
+        "assert 'torch._dynamo' not in sys.modules, 'torch._dynamo was imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True)
 
 
 # ---------------------------------------------------------------- learning, evaluation, history
@@ -220,20 +281,24 @@ def test_dict_losses_optimise_loss_and_log_the_rest():
 def test_norms_are_recorded_before_clipping_and_the_optimizer_sees_clipped_ones(grad_clip):
     seen = []
 
-    def spy(optimizer, args, kwargs):
-        grads = [p.grad for group in optimizer.param_groups for p in group["params"]]
-        seen.append(torch.linalg.vector_norm(torch.cat([g.flatten() for g in grads])).item())
+    def spied_optimizer(model, config):  # AdamW whose step first records the gradients' norm
+        optimizer = make_optimizer(model, config)
+        step = optimizer.step
+
+        def spied_step():
+            grads = [p.grad for group in optimizer.param_groups for p in group["params"]]
+            seen.append(torch.linalg.vector_norm(torch.cat([g.flatten() for g in grads])).item())
+            step()
+
+        optimizer.step = spied_step
+        return optimizer
 
     torch.manual_seed(0)
     model = nn.Linear(3, 1)
     first_batch_norm = torch.autograd.grad(mse(model, regression_batch(0)), list(model.parameters()))
     first_batch_norm = torch.linalg.vector_norm(torch.cat([g.flatten() for g in first_batch_norm])).item()
     config = TrainConfig(steps=6, lr=1e-3, warmup_steps=1, grad_clip=grad_clip)
-    handle = register_optimizer_step_pre_hook(spy)
-    try:
-        h = train(model, regression_batch, mse, config, progress=False)
-    finally:
-        handle.remove()
+    h = train(model, regression_batch, mse, config, progress=False, build_optimizer=spied_optimizer)
     assert h.grad_norm[0] == pytest.approx(first_batch_norm, rel=1e-6)  # the raw norm of the first batch
     if grad_clip is None:
         assert seen == pytest.approx(h.grad_norm, rel=1e-6)
@@ -275,15 +340,21 @@ def test_resume_repeats_the_uninterrupted_run_exactly(tmp_path, capsys):
     path = tmp_path / "run.safetensors"
     seed_all(0)
     with pytest.raises(RuntimeError, match="power cut"):
-        train(TinyTiedModel(), crashing_batch, token_loss, TOKEN_CONFIG, evaluate=token_eval, checkpoint=path,
-              progress=False)
+        train(
+            TinyTiedModel(),
+            crashing_batch,
+            token_loss,
+            TOKEN_CONFIG,
+            evaluate=token_eval,
+            checkpoint=path,
+            progress=False,
+        )
     assert [p.name for p in tmp_path.iterdir()] == ["run.safetensors"]  # no temp files left behind
 
     seed_all(123)  # a new process: other RNG states, other initial weights, a new optimizer
     model = TinyTiedModel()
     capsys.readouterr()
-    resumed = train(model, token_batch, token_loss, TOKEN_CONFIG, evaluate=token_eval, checkpoint=path,
-                    progress=False)
+    resumed = train(model, token_batch, token_loss, TOKEN_CONFIG, evaluate=token_eval, checkpoint=path, progress=False)
     assert capsys.readouterr().err.startswith("resumed from run.safetensors at step 15/30\n")
     assert resumed.train["loss"] == straight.train["loss"]
     assert resumed.grad_norm == straight.grad_norm and resumed.lr == straight.lr
@@ -324,12 +395,14 @@ def test_text_from_evaluate_is_recorded_and_survives_a_resume(tmp_path):
     config = TrainConfig(steps=6, lr=0.02, warmup_steps=1, eval_every=3)
     path = tmp_path / "run.safetensors"
     torch.manual_seed(0)
-    history = train(TinyTiedModel(), token_batch, token_loss, config, evaluate=evaluate_with_sample,
-                    checkpoint=path, progress=False)
+    history = train(
+        TinyTiedModel(), token_batch, token_loss, config, evaluate=evaluate_with_sample, checkpoint=path, progress=False
+    )
     assert list(history.eval) == ["val_loss"] and len(history.text["sample"]) == 2
     assert all(isinstance(sample, str) for sample in history.text["sample"])
-    again = train(TinyTiedModel(), token_batch, token_loss, config, evaluate=evaluate_with_sample, checkpoint=path,
-                  progress=False)
+    again = train(
+        TinyTiedModel(), token_batch, token_loss, config, evaluate=evaluate_with_sample, checkpoint=path, progress=False
+    )
     assert again.text == history.text
 
 
@@ -369,8 +442,10 @@ def flip_last_byte(path):
 def test_a_spoilt_checkpoint_is_refused_by_name(finished_checkpoint, spoil, match):
     _, config, path = finished_checkpoint
     spoil(path)
-    for load in [lambda: load_weights(TinyTiedModel(), path),
-                 lambda: train(TinyTiedModel(), token_batch, token_loss, config, checkpoint=path, progress=False)]:
+    for load in [
+        lambda: load_weights(TinyTiedModel(), path),
+        lambda: train(TinyTiedModel(), token_batch, token_loss, config, checkpoint=path, progress=False),
+    ]:
         with pytest.raises(ValueError, match=f"^checkpoint {re.escape(str(path))} {match}"):
             load()
 
@@ -442,8 +517,7 @@ def test_metric_names_must_not_change():
         return {"loss": loss} if len(steps_seen) == 1 else {"loss": loss, "extra": loss}
 
     with pytest.raises(ValueError, match=r"returned \['extra', 'loss'\], but earlier steps returned \['loss'\]"):
-        train(nn.Linear(3, 1), regression_batch, loss_for_batch, TrainConfig(steps=3, warmup_steps=0),
-              progress=False)
+        train(nn.Linear(3, 1), regression_batch, loss_for_batch, TrainConfig(steps=3, warmup_steps=0), progress=False)
 
 
 # ---------------------------------------------------------------- progress

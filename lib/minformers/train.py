@@ -141,7 +141,7 @@ def learning_rate(step: int, config: TrainConfig) -> float:
     return lowest + (config.lr - lowest) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
-def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.AdamW:
+def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> "FusedAdamW":
     """AdamW with weight decay on matrices (p.dim() >= 2: linear and embedding weights)
     and none on vectors.
 
@@ -167,13 +167,112 @@ def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.A
         },
         {"params": [p for p in parameters if p.dim() < 2], "weight_decay": 0.0},
     ]
-    return torch.optim.AdamW(
+    return FusedAdamW(
         [g for g in groups if g["params"]],
         lr=config.lr,
         betas=config.betas,
         eps=config.eps,
-        fused=True,
     )
+
+
+class FusedAdamW:
+    """``torch.optim.AdamW(fused=True)`` without ``torch.optim.Optimizer``: the same
+    kernel (``torch._fused_adamw_``), the same ``param_groups`` (the schedule sets each
+    group's "lr"), ``zero_grad``, and ``state_dict`` / ``load_state_dict`` in torch's
+    layout (tested against torch's AdamW).
+
+    Why not torch's class: building any ``torch.optim.Optimizer`` imports
+    ``torch._dynamo``, about 1.6 s here, paid once by every process that trains, and
+    the book's pages and their worker processes train dozens of small models.
+    """
+
+    def __init__(
+        self,
+        groups: list[dict],
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ):
+        defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": 0.0}
+        self.param_groups = [
+            defaults | group | {"params": list(group["params"])} for group in groups
+        ]
+        # per parameter: "step" (a float32 scalar, as torch keeps it), "exp_avg",
+        # "exp_avg_sq"
+        self.state: dict[torch.Tensor, dict[str, torch.Tensor]] = {}
+
+    def _state(self, parameter: torch.Tensor) -> dict[str, torch.Tensor]:
+        if parameter not in self.state:
+            self.state[parameter] = {
+                "step": torch.tensor(0.0),
+                "exp_avg": torch.zeros_like(parameter),
+                "exp_avg_sq": torch.zeros_like(parameter),
+            }
+        return self.state[parameter]
+
+    @torch.no_grad()
+    def step(self) -> None:
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            states = [self._state(p) for p in params]
+            steps = [state["step"] for state in states]
+            torch._foreach_add_(steps, 1)
+            beta1, beta2 = group["betas"]
+            torch._fused_adamw_(
+                params,
+                [p.grad for p in params],
+                [state["exp_avg"] for state in states],
+                [state["exp_avg_sq"] for state in states],
+                [],  # AMSGrad's running maxima: not used
+                steps,
+                lr=group["lr"],
+                beta1=beta1,
+                beta2=beta2,
+                weight_decay=group["weight_decay"],
+                eps=group["eps"],
+                amsgrad=False,
+                maximize=False,
+            )
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if set_to_none:
+                    p.grad = None
+                elif p.grad is not None:
+                    p.grad.zero_()
+
+    def _parameters(self) -> list[torch.Tensor]:
+        return [p for group in self.param_groups for p in group["params"]]
+
+    def state_dict(self) -> dict:
+        """In torch's layout: a parameter is named by its index over all the groups."""
+        groups, start = [], 0
+        for group in self.param_groups:
+            end = start + len(group["params"])
+            groups.append(group | {"params": list(range(start, end))})
+            start = end
+        return {
+            "state": {
+                index: dict(self.state[p])
+                for index, p in enumerate(self._parameters())
+                if p in self.state
+            },
+            "param_groups": groups,
+        }
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        parameters = self._parameters()
+        self.state = {
+            parameters[int(index)]: {key: t.clone() for key, t in state.items()}
+            for index, state in state_dict["state"].items()
+        }
+        for group, saved in zip(
+            self.param_groups, state_dict["param_groups"], strict=True
+        ):
+            group.update({key: v for key, v in saved.items() if key != "params"})
 
 
 @dataclass
