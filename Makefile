@@ -86,13 +86,14 @@ lint: $(STAMP)
 	$(BIN)/ruff check _build/lint
 
 # Speed goals, each printed as a ratio against the peer measured in the same run (not pass/fail tests), and the
-# ablation behind the shared encoder's recipe.
+# ablations behind the shared encoder's recipe and behind bert_finetuning's verdict on it.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_threads.py
 	$(BIN)/python benchmarks/bench_attention.py
 	$(BIN)/python benchmarks/bench_tokenizers.py
 	$(BIN)/python benchmarks/bench_gpt.py
 	$(BIN)/python benchmarks/bench_encoder_plateau.py
+	$(BIN)/python benchmarks/bench_review_adaptation.py
 
 # Re-lock requirements.txt from requirements.in in a throwaway venv.
 lock:

@@ -2,7 +2,8 @@
 
 Three pretraining runs of the same tiny BERT on the same news corpus for the same number of steps, each scored on
 the same held-out blocks (ENCODER_RUN's validation batch) at its [MASK] positions, against the unigram floor there:
-- the course's recipe: 16-token blocks, 256 a step, for 80% of the steps, then 32-token blocks, 128 a step;
+- the course's recipe: 16-token blocks, 256 a step, for the first share of the steps ENCODER_RUN sets (its
+  short_fraction), then 32-token blocks, 128 a step;
 - long blocks only: 32-token blocks, 128 a step, throughout (the same tokens per step);
 - half as many blocks: the course's schedule at half the batch (128, then 64, blocks a step).
 

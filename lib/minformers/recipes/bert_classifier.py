@@ -48,12 +48,14 @@ class EncoderFineTuneRun:
 
 
 def encoder_classifier(
-    run: EncoderFineTuneRun,
+    run: EncoderFineTuneRun, body: BertModel | None = None
 ) -> BertForSequenceClassification | MeanPoolClassifier:
     """The run's starting point: the shared encoder's body, or the same network's random
     weights at ``run.seed``, and a two-class head (on the pooled ``[CLS]`` or on the
-    mean, as ``run.pooling`` says) drawn from ``run.seed``."""
-    body = shared_encoder().bert if run.pretrained else None
+    mean, as ``run.pooling`` says) drawn from ``run.seed``. ``body``, if given, is the
+    starting body instead (of the shared encoder's shape, trained further, say)."""
+    if body is None and run.pretrained:
+        body = shared_encoder().bert
     torch.manual_seed(run.seed)
     if body is None:
         body = BertModel(ENCODER_RUN.config(news_corpus()))
@@ -62,10 +64,12 @@ def encoder_classifier(
     return BertForSequenceClassification.from_body(body, n_classes=2)
 
 
-def fine_tune_encoder_on_reviews(run: EncoderFineTuneRun) -> FineTuneResult:
-    """Fine-tune ``encoder_classifier(run)`` on the training split's sentences (cut to
-    the encoder's length), scored on the whole dev split. Prints nothing: runs go to
-    worker processes, whose lines would interleave."""
+def fine_tune_encoder_on_reviews(
+    run: EncoderFineTuneRun, body: BertModel | None = None
+) -> FineTuneResult:
+    """Fine-tune ``encoder_classifier(run, body)`` on the training split's sentences
+    (cut to the encoder's length), scored on the whole dev split. Prints nothing: runs
+    go to worker processes, whose lines would interleave."""
     corpus, splits = news_corpus(), data.movie_review_splits()
     (train_texts, train_labels), (dev_texts, dev_labels) = (
         zip(*splits[part], strict=True) for part in ("train", "dev")
@@ -76,7 +80,7 @@ def fine_tune_encoder_on_reviews(run: EncoderFineTuneRun) -> FineTuneResult:
     )
     train_labels, dev_labels = torch.tensor(train_labels), torch.tensor(dev_labels)
     return fine_tune_and_score(
-        encoder_classifier(run),
+        encoder_classifier(run, body),
         train_inputs,
         train_labels,
         dev_inputs,
