@@ -64,3 +64,11 @@ def test_a_run_scores_every_dev_sentence_and_prints_nothing(small_encoder, capsy
     assert result.dev_correct.dtype == torch.bool and len(result.dev_correct) == 1056
     assert result.history.eval_steps == [2, 4]
     assert result.history.last_eval("dev_accuracy") == pytest.approx(result.dev_correct.float().mean().item())
+
+
+def test_a_given_body_is_the_starting_point_and_the_head_still_follows_the_seed(small_encoder):
+    body = bert_pretraining.shared_encoder().bert  # a body trained further would come in the same way
+    classifier = encoder_classifier(EncoderFineTuneRun(pretrained=True, seed=1, pooling="mean"), body)
+    assert classifier.bert is body
+    other_seed = encoder_classifier(EncoderFineTuneRun(pretrained=True, seed=2, pooling="mean"), body)
+    assert not same_weights(classifier.classifier, other_seed.classifier)
