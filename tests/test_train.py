@@ -126,62 +126,51 @@ def test_weight_decay_on_matrices_only_and_tied_weight_once():
     assert sum(len(g["params"]) for g in make_optimizer(model, TrainConfig(steps=1, warmup_steps=0)).param_groups) == 3
 
 
+def torch_adamw(model, config, **options):
+    """torch's own AdamW over make_optimizer's parameter groups."""
+    groups = [
+        {"params": g["params"], "weight_decay": g["weight_decay"]} for g in make_optimizer(model, config).param_groups
+    ]
+    return torch.optim.AdamW(groups, lr=config.lr, betas=config.betas, eps=config.eps, **options)
+
+
+def small_embedding_model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Embedding(20, 8), torch.nn.Linear(8, 3))
+
+
+def optimizer_steps(optimizer, model, steps):
+    for step in steps:
+        ids = torch.randint(20, (4,), generator=torch.Generator().manual_seed(step))
+        model(ids).square().mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+ADAMW_CONFIG = TrainConfig(steps=5, lr=1e-2, warmup_steps=1, weight_decay=0.1)
+
+
 def test_fused_kernel_takes_the_plain_loop_s_steps():
     """make_optimizer runs AdamW fused; the same groups in torch's plain for-loop AdamW must land in the same place."""
-    config = TrainConfig(steps=5, lr=1e-2, warmup_steps=1, weight_decay=0.1)
-
-    def plain(model, config):
-        groups = [
-            {"params": g["params"], "weight_decay": g["weight_decay"]}
-            for g in make_optimizer(model, config).param_groups
-        ]
-        return torch.optim.AdamW(groups, lr=config.lr, betas=config.betas, eps=config.eps, foreach=False)
-
     models = []
-    for build in (make_optimizer, plain):
-        torch.manual_seed(0)
-        model = torch.nn.Sequential(torch.nn.Embedding(20, 8), torch.nn.Linear(8, 3))
-        optimizer = build(model, config)
-        for step in range(5):
-            ids = torch.randint(20, (4,), generator=torch.Generator().manual_seed(step))
-            model(ids).square().mean().backward()
-            optimizer.step()
-            optimizer.zero_grad()
+    for build in (make_optimizer, lambda model, config: torch_adamw(model, config, foreach=False)):
+        model = small_embedding_model()
+        optimizer_steps(build(model, ADAMW_CONFIG), model, range(5))
         models.append(model)
-    torch.manual_seed(0)
-    start = torch.nn.Sequential(torch.nn.Embedding(20, 8), torch.nn.Linear(8, 3))
+    start = small_embedding_model()
     assert not torch.allclose(models[0][1].weight, start[1].weight, atol=1e-3)  # five steps did move the weights
     for fused, looped in zip(models[0].parameters(), models[1].parameters(), strict=True):
         torch.testing.assert_close(fused, looped, rtol=1e-5, atol=1e-6)  # float rounding differs between kernels
 
 
 def test_fused_adamw_state_dict_is_torch_s():
-    """After the same steps, FusedAdamW's state_dict has torch's AdamW's layout and values, and loading it into a
-    fresh FusedAdamW continues exactly as the original does."""
-    config = TrainConfig(steps=5, lr=1e-2, warmup_steps=1, weight_decay=0.1)
-
-    def torch_adamw(model, config):
-        groups = [
-            {"params": g["params"], "weight_decay": g["weight_decay"]}
-            for g in make_optimizer(model, config).param_groups
-        ]
-        return torch.optim.AdamW(groups, lr=config.lr, betas=config.betas, eps=config.eps, fused=True)
-
-    def run(optimizer, model, steps):
-        for step in steps:
-            ids = torch.randint(20, (4,), generator=torch.Generator().manual_seed(step))
-            model(ids).square().mean().backward()
-            optimizer.step()
-            optimizer.zero_grad()
-
-    def fresh():
-        torch.manual_seed(0)
-        return torch.nn.Sequential(torch.nn.Embedding(20, 8), torch.nn.Linear(8, 3))
-
-    ours, theirs = fresh(), fresh()
-    ours_optimizer, theirs_optimizer = make_optimizer(ours, config), torch_adamw(theirs, config)
-    run(ours_optimizer, ours, range(3))
-    run(theirs_optimizer, theirs, range(3))
+    """After the same steps, FusedAdamW's state_dict has torch's fused AdamW's layout and values, and loading it into
+    a fresh FusedAdamW continues exactly as the original does."""
+    ours, theirs = small_embedding_model(), small_embedding_model()
+    ours_optimizer = make_optimizer(ours, ADAMW_CONFIG)
+    theirs_optimizer = torch_adamw(theirs, ADAMW_CONFIG, fused=True)
+    optimizer_steps(ours_optimizer, ours, range(3))
+    optimizer_steps(theirs_optimizer, theirs, range(3))
     mine, torch_s = ours_optimizer.state_dict(), theirs_optimizer.state_dict()
     assert [g["params"] for g in mine["param_groups"]] == [g["params"] for g in torch_s["param_groups"]]
     assert mine["state"].keys() == torch_s["state"].keys()
@@ -190,12 +179,12 @@ def test_fused_adamw_state_dict_is_torch_s():
         for key, value in state.items():
             torch.testing.assert_close(mine["state"][index][key], value, rtol=1e-5, atol=1e-7)
 
-    resumed = fresh()
+    resumed = small_embedding_model()
     resumed.load_state_dict(ours.state_dict())
-    resumed_optimizer = make_optimizer(resumed, config)
+    resumed_optimizer = make_optimizer(resumed, ADAMW_CONFIG)
     resumed_optimizer.load_state_dict(mine)
-    run(ours_optimizer, ours, range(3, 5))
-    run(resumed_optimizer, resumed, range(3, 5))
+    optimizer_steps(ours_optimizer, ours, range(3, 5))
+    optimizer_steps(resumed_optimizer, resumed, range(3, 5))
     for a, b in zip(ours.parameters(), resumed.parameters(), strict=True):
         assert torch.equal(a, b)
 
