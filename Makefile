@@ -87,6 +87,7 @@ lint: $(STAMP)
 
 # Speed goals, each printed as a ratio against the peer measured in the same run (not pass/fail tests), and the
 # ablations behind the shared encoder's recipe and behind bert_finetuning's verdict on it.
+# The last, bench_clock, needs a full build first (make test or make book): it times the slowest pages again.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_threads.py
 	$(BIN)/python benchmarks/bench_attention.py
@@ -94,6 +95,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_gpt.py
 	$(BIN)/python benchmarks/bench_encoder_plateau.py
 	$(BIN)/python benchmarks/bench_review_adaptation.py
+	$(BIN)/python benchmarks/bench_clock.py
 
 # Re-lock requirements.txt from requirements.in in a throwaway venv.
 lock:

@@ -2,6 +2,7 @@
 
 import os
 import random
+import shutil
 import subprocess
 import sys
 
@@ -43,15 +44,30 @@ def test_threads_are_set():
     assert torch.get_num_threads() == DEFAULT_THREADS
 
 
-@pytest.mark.parametrize(("setting", "expected"), [(None, min(2, os.cpu_count() or 1)), ("1", 1), ("3", 3)])
-def test_default_is_both_cores_unless_the_environment_says_otherwise(setting, expected):
-    """Read in a fresh interpreter: the default is fixed when minformers.support.runtime is first imported."""
+CORES = len(os.sched_getaffinity(0))
+
+
+def default_threads(setting: str | None, restriction: tuple[str, ...] = ()) -> int:
+    """DEFAULT_THREADS read in a fresh interpreter (it is fixed when minformers.support.runtime is first imported),
+    with MINFORMERS_THREADS set to `setting` (None: unset), under `restriction` (say, taskset)."""
     environment = {key: value for key, value in os.environ.items() if key != "MINFORMERS_THREADS"}
     if setting is not None:
         environment["MINFORMERS_THREADS"] = setting
     code = "from minformers.support.runtime import DEFAULT_THREADS; print(DEFAULT_THREADS)"
-    result = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True, check=True)
-    assert int(result.stdout) == expected
+    command = [*restriction, sys.executable, "-c", code]
+    return int(subprocess.run(command, env=environment, capture_output=True, text=True, check=True).stdout)
+
+
+@pytest.mark.parametrize(("setting", "expected"), [(None, min(2, CORES)), ("1", 1), ("3", 3)])
+def test_default_is_both_cores_unless_the_environment_says_otherwise(setting, expected):
+    assert default_threads(setting) == expected
+
+
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset (util-linux) is not installed")
+def test_a_process_allowed_one_core_takes_one_thread():
+    """benchmarks/bench_clock.py runs pages under `taskset -c 0` as a slower machine: two threads on one core would
+    make that machine slower than any real one."""
+    assert default_threads(None, ("taskset", "-c", "0")) == 1
 
 
 def test_default_device():

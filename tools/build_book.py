@@ -1,4 +1,5 @@
-"""Build the book, print each page's execution time, and fail on any error or blown budget.
+"""Build the book, print each page's execution time in seconds and in reference seconds, and fail on any error or
+blown budget.
 
     python tools/build_book.py [BOOK_ROOT]                 every page executed, from clean (make test, CI)
     python tools/build_book.py --reuse [BOOK_ROOT]         pages unchanged since the last such build reuse their
@@ -6,10 +7,16 @@
     python tools/build_book.py --page NAME [BOOK_ROOT]     only book/NAME.md executed, the site in _build/page/
                                                            (make page PAGE=NAME)
 
-Runs `jupyter-book build --all -W -n --keep-going`, so every page is read again and any failing cell or Sphinx warning
-fails the build. Then it reads `_build/timings.json` (written by tools/book_report.py) and checks:
-- each page against its budget: 120 s, or the `mystnb: {execution_timeout: N}` in its front matter (N <= 300);
-- the whole book against 30 minutes.
+First it measures the machine factor (tools/build_clock.py): how much slower than the reference machine this one
+runs the pages' kind of work. Then it runs `jupyter-book build --all -W -n --keep-going`, so every page is read
+again and any failing cell or Sphinx warning fails the build. Then it reads `_build/timings.json` (written by
+tools/course_site/timings.py) and checks, in reference seconds (seconds / factor), so that a budget means the same
+on a fast machine and a slow one:
+- each page against its budget: 60, or 150 for a page that trains a model later pages load (front matter
+  `trains_shared_model: <which>`);
+- the pages that train no shared model against 25 on average;
+- the whole book against 22 reference-minutes (aiming at 18).
+A page that needs more gets less work or shares a model; no page can declare a bigger budget.
 
 With --reuse, a page is executed again only when its code or the lib changed (tools/execution_mode.py): its outputs
 and its recorded time come from a jupyter-cache kept per lib digest, and the checkpoints that pages share are kept.
@@ -28,10 +35,13 @@ from pathlib import Path
 
 import yaml
 
-DEFAULT_PAGE_BUDGET = 120.0  # seconds, the course's rule for one page
-MAX_PAGE_BUDGET = 300.0  # the most a page may declare (the scaling-laws page needs it)
-BOOK_BUDGET = 30 * 60.0  # the whole book, from clean
-BOOK_TARGET = 20 * 60.0  # what we aim for; exceeding it only warns
+import build_clock
+
+PAGE_BUDGET = 60.0  # reference seconds, the course's rule for one page
+SHARED_MODEL_BUDGET = 150.0  # a page that trains a model later pages load, and so pays for their training
+AVERAGE_BUDGET = 25.0  # the mean of the other pages
+BOOK_BUDGET = 22 * 60.0  # the whole book, from clean
+BOOK_TARGET = 18 * 60.0  # what we aim for; exceeding it only warns
 
 
 def front_matter(source: Path) -> dict:
@@ -44,36 +54,46 @@ def front_matter(source: Path) -> dict:
 
 
 def page_budget(source: Path) -> float:
-    declared = (front_matter(source).get("mystnb") or {}).get("execution_timeout")
-    if declared is None:
-        return DEFAULT_PAGE_BUDGET
-    if not 0 < float(declared) <= MAX_PAGE_BUDGET:
-        raise ValueError(f"{source}: execution_timeout={declared} must be in (0, {MAX_PAGE_BUDGET:.0f}] s")
-    return float(declared)
+    """The page's budget in reference seconds: 150 if it trains a shared model, else 60."""
+    matter = front_matter(source)
+    if "execution_timeout" in (matter.get("mystnb") or {}):
+        raise ValueError(f"{source}: a page cannot set its own execution_timeout; budgets are {PAGE_BUDGET:.0f} "
+                         f"reference-seconds, or {SHARED_MODEL_BUDGET:.0f} with `trains_shared_model: <which>`")
+    return SHARED_MODEL_BUDGET if matter.get("trains_shared_model") else PAGE_BUDGET
 
 
-def check_timings(root: Path, timings: dict) -> tuple[list[str], str]:
-    """Return (problems, printable table) for the pages in `timings`, slowest first."""
-    problems, rows = [], []
-    total = 0.0
-    for page, record in sorted(timings.items(), key=lambda item: -(item[1]["seconds"] or 0.0)):
-        seconds = record["seconds"] or 0.0
+def check_timings(root: Path, pages: dict) -> tuple[list[str], str]:
+    """Return (problems, printable table) for `pages` (name -> timings.json record), slowest first."""
+    problems, rows, ordinary = [], [], []
+    seconds_total = reference_total = 0.0
+    for page, record in sorted(pages.items(), key=lambda item: -(item[1]["seconds"] or 0.0)):
+        seconds, reference = record["seconds"] or 0.0, record["reference_seconds"] or 0.0
         budget = page_budget(root / f"{page}.md")
-        total += seconds
+        seconds_total, reference_total = seconds_total + seconds, reference_total + reference
+        if budget == PAGE_BUDGET:
+            ordinary.append(reference)
         status = "ok"
         if not record["succeeded"]:
             status = "FAILED"
             problems.append(f"{page}: execution failed")
-        elif seconds > budget:
+        elif reference > budget:
             status = "OVER BUDGET"
-            problems.append(f"{page}: took {seconds:.1f} s, over its budget of {budget:.0f} s")
-        rows.append(f"{page:<40} {seconds:>8.1f} {budget:>8.0f}   {status}")
-    if total > BOOK_BUDGET:
-        problems.append(f"the book took {total:.0f} s to execute, over its budget of {BOOK_BUDGET:.0f} s")
-    header = f"{'page':<40} {'seconds':>8} {'budget':>8}   status"
-    footer = f"{'total':<40} {total:>8.1f} {BOOK_BUDGET:>8.0f}"
-    if total > BOOK_TARGET:
-        footer += f"   (over the {BOOK_TARGET:.0f} s target)"
+            problems.append(f"{page}: took {reference:.1f} reference-seconds ({seconds:.1f} s), over its budget of "
+                            f"{budget:.0f}")
+        rows.append(f"{page:<40} {seconds:>8.1f} {reference:>10.1f} {budget:>8.0f}   {status}")
+    average = sum(ordinary) / len(ordinary) if ordinary else 0.0
+    if len(ordinary) > 1 and average > AVERAGE_BUDGET:
+        problems.append(f"the pages that train no shared model took {average:.1f} reference-seconds on average, "
+                        f"over {AVERAGE_BUDGET:.0f}")
+    if reference_total > BOOK_BUDGET:
+        problems.append(f"the book took {reference_total / 60:.1f} reference-minutes to execute, over its budget of "
+                        f"{BOOK_BUDGET / 60:.0f}")
+    header = f"{'page':<40} {'seconds':>8} {'reference':>10} {'budget':>8}   status"
+    footer = f"{'total':<40} {seconds_total:>8.1f} {reference_total:>10.1f} {BOOK_BUDGET:>8.0f}"
+    if reference_total > BOOK_TARGET:
+        footer += f"   (over the {BOOK_TARGET:.0f} reference-seconds target)"
+    if ordinary:
+        footer += f"\n{'mean of the pages that train no shared model':<49} {average:>10.1f} {AVERAGE_BUDGET:>8.0f}"
     return problems, "\n".join([header, *rows, footer])
 
 
@@ -100,9 +120,15 @@ def page_docname(root: Path, name: str) -> str:
     return docname
 
 
-def build(root: Path, reuse: bool = False, page: str | None = None) -> int:
+def build(root: Path, reuse: bool = False, page: str | None = None, factor: float | None = None) -> int:
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
-    environment = {**os.environ, "MINFORMERS_BUILD": "1"}  # training loops print a line per evaluation, not a bar
+    clock = build_clock.given(factor) if factor else build_clock.measure()
+    print(build_clock.describe(clock), flush=True)
+    environment = {
+        **os.environ,
+        "MINFORMERS_BUILD": "1",  # training loops print a line per evaluation, not a bar
+        "MINFORMERS_BUILD_CLOCK": json.dumps(clock),  # tools/course_site/timings.py normalises each page's time
+    }
     output = root
     if page:
         environment["MINFORMERS_ONLY_PAGE"] = page = page_docname(root, page)
@@ -122,14 +148,15 @@ def build(root: Path, reuse: bool = False, page: str | None = None) -> int:
     if not timings_file.exists():
         print(f"\nbuild failed before any page was timed (exit {result.returncode})", file=sys.stderr)
         return result.returncode or 1
-    timings = json.loads(timings_file.read_text())
-    if page:
-        timings = {page: timings.get(page, {"seconds": None, "succeeded": False})}  # absent: it never finished
-    problems, table = check_timings(root, timings)
+    pages = json.loads(timings_file.read_text())["pages"]
+    if page:  # absent: it never finished
+        pages = {page: pages.get(page, {"seconds": None, "reference_seconds": None, "succeeded": False})}
+    problems, table = check_timings(root, pages)
     if page and any("over its budget" in problem for problem in problems):
         problems.append("a page run alone also trains what earlier pages would have (their checkpoints are kept): "
                         "run it again to time it alone")
-    print(f"\nExecution time per page (also in {timings_file}):\n{table}\nbuild wall time: {wall:.0f} s")
+    print(f"\nExecution time per page, in seconds and in reference seconds (seconds / {clock['factor']:.2f}; also in "
+          f"{timings_file}):\n{table}\nbuild wall time: {wall:.0f} s")
 
     if result.returncode != 0:
         problems.insert(0, f"jupyter-book exited with {result.returncode} (a cell failed or Sphinx warned)")
@@ -147,5 +174,6 @@ if __name__ == "__main__":
     parser.add_argument("root", nargs="?", type=Path, default=Path(__file__).resolve().parent.parent)
     parser.add_argument("--reuse", action="store_true", help="reuse outputs of pages whose code and lib are unchanged")
     parser.add_argument("--page", help="execute only this page (e.g. bert); the site around it goes to _build/page")
+    parser.add_argument("--factor", type=float, help="take this machine factor instead of measuring it (tests)")
     arguments = parser.parse_args()
-    sys.exit(build(arguments.root.resolve(), reuse=arguments.reuse, page=arguments.page))
+    sys.exit(build(arguments.root.resolve(), reuse=arguments.reuse, page=arguments.page, factor=arguments.factor))

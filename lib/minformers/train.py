@@ -519,21 +519,19 @@ def checkpoint_path(name: str, settings: dict, suffix: str = ".safetensors") -> 
 
     The file name carries a hash of `settings` (everything that shapes the model:
     configs, data, seed) and of the lib's source, so a change to either means a fresh
-    run. It lives in _build/checkpoints/ beside the lib, which the book build empties
-    first: every build trains each model once, and a page run alone trains what it
-    needs.
+    run. It lives in _build/checkpoints/ beside the lib (or in $MINFORMERS_CHECKPOINTS),
+    which the book build empties first: every build trains each model once, and a page
+    run alone trains what it needs.
 
     >>> checkpoint_path("tiny-bert", {"d_model": 128}).name.startswith("tiny-bert-")
     True
     """
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
     digest.update(lib_source_digest().encode())
-    return (
-        LIB.parents[1]
-        / "_build"
-        / "checkpoints"
-        / f"{name}-{digest.hexdigest()[:16]}{suffix}"
+    folder = os.environ.get(
+        "MINFORMERS_CHECKPOINTS", LIB.parents[1] / "_build" / "checkpoints"
     )
+    return Path(folder) / f"{name}-{digest.hexdigest()[:16]}{suffix}"
 
 
 def cached_in_build(name: str, settings: dict, build: Callable[[], object]) -> object:

@@ -4,7 +4,7 @@ count.
 The course machines have 2 cores. ``make bench`` (benchmarks/bench_threads.py) times
 every kind of model the pages train on 1 and on 2 threads: 2 win for each, a training
 step 1.3-1.8x faster. So every page runs on 2 threads (``DEFAULT_THREADS``), or on fewer
-where the machine has fewer cores; the exception is work split across processes (the
+where the process may use fewer cores; the exception is work split across processes (the
 scaling sweep's two workers, the distributed page's two ranks), where each process takes
 one thread. The environment variable MINFORMERS_THREADS overrides the default: `make
 test` sets it to 1 for its two test workers.
@@ -21,7 +21,12 @@ import torch
 from minformers.support.arguments import check_size
 
 # see the docstring
-DEFAULT_THREADS = int(os.environ.get("MINFORMERS_THREADS", min(2, os.cpu_count() or 1)))
+# the cores this process may run on: under `taskset` fewer than the machine has, and
+# more threads than cores would only wait for each other
+CORES = (
+    len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+)
+DEFAULT_THREADS = int(os.environ.get("MINFORMERS_THREADS", min(2, CORES or 1)))
 
 # In a notebook without ipywidgets, tqdm.auto warns and falls back to a text progress
 # bar. The text bar is what we want (it also renders on the website), so the warning is

@@ -1,0 +1,45 @@
+"""The build clock (tools/build_clock.py): the machine factor it measures, and the CI projection made from it."""
+
+import json
+
+import pytest
+
+import build_clock
+from minformers.support.runtime import DEFAULT_THREADS
+
+
+@pytest.mark.slow
+def test_the_factor_is_the_median_workload_time_over_the_reference_time():
+    clock = build_clock.measure(repeats=3)
+    assert set(clock["parts"]) == {"kernel start", "GPT steps", "BERT steps", "tokenizer"}
+    assert all(seconds > 0 for seconds in clock["parts"].values())
+    assert clock["factor"] == sorted(clock["repeats"])[1] > 0
+    assert clock["threads"] == DEFAULT_THREADS
+    assert build_clock.describe(clock).startswith(f"machine factor {clock['factor']:.2f} (median of 3 calibrations")
+
+
+def test_the_factor_weighs_each_part_by_its_share_of_the_book():
+    assert set(build_clock.WEIGHTS) == set(build_clock.REFERENCE_SECONDS) == set(build_clock.WORKLOAD)
+    assert sum(build_clock.WEIGHTS.values()) == pytest.approx(1.0)
+
+
+def test_the_tokenizer_part_merges_pairs_as_bpe_does():
+    assert build_clock.merge(("l", "o", "w", "l", "o"), ("l", "o")) == ("lo", "w", "lo")
+    assert build_clock.merge(("a", "a", "a"), ("a", "a")) == ("aa", "a")  # left to right, no overlaps
+
+
+def timings_with_factor(tmp_path, factor: float):
+    path = tmp_path / "timings.json"
+    path.write_text(json.dumps({"clock": build_clock.given(factor), "pages": {}}))
+    return path
+
+
+@pytest.mark.parametrize(("seconds", "factor", "expected", "code"), [
+    (1000, 1.0, 2000, 0),  # twice as long on a machine twice as slow
+    (2000, 1.0, 4000, 1),  # over the 3,600 s that CI may take there
+    (3000, 2.0, 3000, 0),  # this machine is already of factor 2
+])
+def test_the_ci_projection_scales_by_the_measured_factor(tmp_path, capsys, seconds, factor, expected, code):
+    assert build_clock.project_ci(seconds, timings_with_factor(tmp_path, factor)) == code
+    printed = capsys.readouterr().out
+    assert f"would take about {expected} s, {'within' if code == 0 else 'OVER'} its limit of 3600 s" in printed

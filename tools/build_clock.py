@@ -1,0 +1,229 @@
+"""The build clock: how fast this machine does the book's kind of work, as one number, the machine factor.
+
+Machines of the course's kind differ in speed by about 2x, and differently for different work, so a page's plain
+seconds say little about whether it fits its budget. The clock times a fixed workload shaped like the pages' work:
+
+- a notebook kernel started, and torch, numpy and matplotlib imported, as every page begins;
+- training steps of the shared character GPT's shape (4 layers, 128 wide, context 64, batch 12) and of the shared
+  encoder's (2 layers, 128 blocks of 32 tokens, MLM), on the thread count pages use, built from torch's own
+  modules: the clock must not move when the lib's code does;
+- BPE merges learned from the counts of a fixed text: plain Python, as the tokenizer pages are.
+
+Each part's time divided by its time on the reference machine (REFERENCE_SECONDS) is how much slower this machine
+does that kind of work; the machine factor is the mean of those ratios weighted by how much of the book each kind
+of work is (WEIGHTS), the median over a few repeats. A page's reference seconds are its seconds divided by the
+factor.
+
+    python tools/build_clock.py                  # measure, print the factor
+    python tools/build_clock.py --json           # the same, as JSON (benchmarks/bench_clock.py)
+    python tools/build_clock.py --ci-took 2480   # what a CI run of 2,480 s would take on a machine of factor 2
+"""
+
+import argparse
+import collections
+import json
+import random
+import statistics
+import string
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# Each part's seconds on the reference machine: the one on which main 2a61048's book executes in 879 s of page time.
+# Measured 2026-11-28 on a development machine, idle: a clean build of 2a61048's book took 951.5 s of page time
+# there (factor 951.5 / 879 = 1.0825), and the parts' medians over 3 x 5 repeats were kernel start 1.969 s, GPT
+# steps 1.498 s, BERT steps 1.019 s, tokenizer 0.3915 s (4.87 s in all); each divided by 1.0825 gives the value
+# here. Recalibrate the same way when the workload or the pinned torch changes.
+REFERENCE_SECONDS = {"kernel start": 1.819, "GPT steps": 1.384, "BERT steps": 0.942, "tokenizer": 0.362}
+# How much each part counts: roughly its kind of work's share of the book's page time in that build (about 60 s of
+# 951 in 30 kernel starts; the encoder pages about half, the decoder pages a third; tokenizers and other plain
+# Python the rest), so that no part weighs as much as it takes time here (a kernel's start is 40% of the workload).
+WEIGHTS = {"kernel start": 0.07, "GPT steps": 0.38, "BERT steps": 0.45, "tokenizer": 0.10}
+REPEATS = 3  # each repeat takes about 5 s on the reference machine; the median ignores one disturbed repeat
+MERGES = 40  # the tokenizer part's work
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def kernel_start() -> None:
+    """Start a notebook kernel as myst-nb does, import what the pages import, and shut it down."""
+    from jupyter_client.manager import start_new_kernel
+
+    # the kernel's own stderr carries a warning about its TCP transport at every start: noise in the build log
+    manager, client = start_new_kernel(kernel_name="python3", stderr=subprocess.DEVNULL)
+    try:
+        reply = client.execute_interactive("import torch, numpy, matplotlib.pyplot", timeout=60)
+        if reply["content"]["status"] != "ok":
+            raise RuntimeError(f"the calibration kernel could not import torch: {reply['content']}")
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+
+
+def transformer(vocab_size: int, context: int, layers: int, heads: int):
+    """A pre-norm transformer 128 wide (MLP 512) in plain torch: the lib's models have these shapes, and the clock
+    must not move when the lib's code does."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(128, heads, 512, dropout=0.0, activation="gelu", batch_first=True,
+                                       norm_first=True)
+    body = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+    return nn.ModuleDict({"tokens": nn.Embedding(vocab_size, 128), "positions": nn.Embedding(context, 128),
+                          "body": body, "norm": nn.LayerNorm(128)})
+
+
+def hidden_states(model, ids, causal: bool):
+    import torch
+
+    T = ids.shape[1]
+    x = model["tokens"](ids) + model["positions"](torch.arange(T))  # (B, T, C)
+    mask = torch.nn.Transformer.generate_square_subsequent_mask(T) if causal else None
+    return model["norm"](model["body"](x, mask=mask, is_causal=causal))
+
+
+def training_steps(model, loss_of_model, steps: int) -> None:
+    """`steps` updates of AdamW in torch's fused kernel, as the lib's training loop makes them."""
+    import torch
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+    for _ in range(steps):
+        loss_of_model(model).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def gpt_steps() -> None:
+    """The shared character GPT's shape: 4 layers, 4 heads, 84 characters, batch 12 x 64."""
+    import torch
+    import torch.nn.functional as F
+
+    ids = torch.randint(0, 84, (12, 65), generator=torch.Generator().manual_seed(0))  # (B, T + 1)
+
+    def loss(model):
+        logits = hidden_states(model, ids[:, :-1], causal=True) @ model["tokens"].weight.T  # (B, T, V), tied
+        return F.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten())
+
+    training_steps(transformer(84, 64, layers=4, heads=4), loss, steps=40)
+
+
+def bert_steps() -> None:
+    """The shared encoder's shape: 2 layers, 2 heads, 3,000 pieces, batch 128 x 32, 15% of positions predicted."""
+    import torch
+    import torch.nn.functional as F
+
+    draw = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, 3000, (128, 32), generator=draw)  # (B, T)
+    predicted = torch.rand(ids.shape, generator=draw) < 0.15  # (B, T)
+
+    def loss(model):
+        logits = hidden_states(model, ids, causal=False)[predicted] @ model["tokens"].weight.T  # (N, V)
+        return F.cross_entropy(logits, ids[predicted])
+
+    training_steps(transformer(3000, 32, layers=2, heads=2), loss, steps=10)
+
+
+def merge(word: tuple[str, ...], pair: tuple[str, str]) -> tuple[str, ...]:
+    """('l', 'o', 'w'), ('l', 'o') -> ('lo', 'w')"""
+    out, i = [], 0
+    while i < len(word):
+        if word[i : i + 2] == pair:
+            out.append(word[i] + word[i + 1])
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return tuple(out)
+
+
+def tokenizer_pass() -> None:
+    """Plain Python, as the tokenizer pages' training is: MERGES merges of a BPE learned from the counts of a fixed
+    text of made-up words, the k-th most common about 1/k as often, as in prose."""
+    draw = random.Random(0)
+    lexicon = ["".join(draw.choices(string.ascii_lowercase, k=draw.randint(3, 9))) for _ in range(5_000)]
+    text = draw.choices(lexicon, weights=[1 / k for k in range(1, 5_001)], k=50_000)
+    words = collections.Counter(tuple(word) for word in text)
+    for _ in range(MERGES):
+        pairs = collections.Counter()
+        for word, count in words.items():
+            for pair in zip(word, word[1:], strict=False):
+                pairs[pair] += count
+        best = max(pairs, key=pairs.get)
+        words = collections.Counter({merge(word, best): count for word, count in words.items()})
+
+
+WORKLOAD = {"kernel start": kernel_start, "GPT steps": gpt_steps, "BERT steps": bert_steps,
+            "tokenizer": tokenizer_pass}
+
+
+def time_workload() -> dict[str, float]:
+    """Seconds each part of the workload took, once."""
+    seconds = {}
+    for name, part in WORKLOAD.items():
+        started = time.perf_counter()
+        part()
+        seconds[name] = time.perf_counter() - started
+    return seconds
+
+
+def measure(repeats: int = REPEATS) -> dict:
+    """Run the workload `repeats` times on the pages' thread count; return the factor and what it came from. Each
+    repeat gives a factor, the weighted mean of its parts' ratios to the reference machine's; the median counts."""
+    import torch
+
+    from minformers.support.runtime import DEFAULT_THREADS
+
+    torch.set_num_threads(DEFAULT_THREADS)
+    # the first optimizer a process builds imports torch._dynamo: done before the clock starts
+    torch.optim.AdamW([torch.zeros(1, requires_grad=True)])
+    runs = [time_workload() for _ in range(repeats)]
+    factors = [sum(WEIGHTS[name] * run[name] / REFERENCE_SECONDS[name] for name in WORKLOAD) for run in runs]
+    return {
+        "factor": statistics.median(factors),
+        "repeats": factors,
+        "seconds": statistics.median(sum(run.values()) for run in runs),
+        "parts": {name: statistics.median(run[name] for run in runs) for name in WORKLOAD},
+        "threads": DEFAULT_THREADS,
+    }
+
+
+def given(factor: float) -> dict:
+    """A clock that was not measured: `factor` taken as it is (tests of the build driver)."""
+    return {"factor": factor, "repeats": [], "seconds": None, "parts": {}, "threads": None}
+
+
+def describe(clock: dict) -> str:
+    if not clock["repeats"]:
+        return f"machine factor {clock['factor']:.2f}, as given (not measured)"
+    parts = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in clock["parts"].items())
+    return (f"machine factor {clock['factor']:.2f} (median of {len(clock['repeats'])} calibrations: {parts}; "
+            f"{clock['seconds']:.2f} s in all, {sum(REFERENCE_SECONDS.values()):.2f} s on the reference machine)")
+
+
+CI_LIMIT = 60 * 60.0  # seconds that .ci/run may take on a machine of factor SLOW_FACTOR (CI itself allows 90 minutes)
+SLOW_FACTOR = 2.0  # the slowest machines of the course's kind seen so far
+
+
+def project_ci(seconds: float, timings: Path = ROOT / "_build" / "timings.json") -> int:
+    """Print what a CI run of `seconds` would take on a machine of factor SLOW_FACTOR, scaling by the factor that
+    this run's book build measured; return 1 if that is over CI_LIMIT. Scaling the install and the browser tests
+    too overstates them a little: they wait on disks and the network as much as on the CPU."""
+    factor = json.loads(timings.read_text())["clock"]["factor"]
+    expected = seconds * SLOW_FACTOR / factor
+    verdict = "within" if expected <= CI_LIMIT else "OVER"
+    print(f"CI took {seconds:.0f} s on this machine (factor {factor:.2f}); on a machine of factor {SLOW_FACTOR:.1f} "
+          f"it would take about {expected:.0f} s, {verdict} its limit of {CI_LIMIT:.0f} s")
+    return 0 if expected <= CI_LIMIT else 1
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=REPEATS)
+    parser.add_argument("--json", action="store_true", help="print the measurement as JSON")
+    parser.add_argument("--ci-took", type=float, metavar="SECONDS", help="project a CI run's time to factor 2")
+    arguments = parser.parse_args()
+    if arguments.ci_took is not None:
+        sys.exit(project_ci(arguments.ci_took))
+    clock = measure(arguments.repeats)
+    print(json.dumps(clock) if arguments.json else describe(clock))
