@@ -43,3 +43,13 @@ def test_the_ci_projection_scales_by_the_measured_factor(tmp_path, capsys, secon
     assert build_clock.project_ci(seconds, timings_with_factor(tmp_path, factor)) == code
     printed = capsys.readouterr().out
     assert f"would take about {expected} s, {'within' if code == 0 else 'OVER'} its limit of 3600 s" in printed
+
+
+def test_calibrations_before_and_after_a_build_combine_into_the_median_of_all_their_repeats():
+    before = {**build_clock.given(1.1), "repeats": [1.0, 1.2, 1.1]}
+    after = {**build_clock.given(1.4), "repeats": [1.4, 1.3, 1.5]}
+    clock = build_clock.combine(before, after)
+    assert clock["factor"] == pytest.approx(1.25)  # between 1.2 and 1.3, the middle two of six
+    assert (clock["before"], clock["after"]) == (1.1, 1.4)
+    assert "1.25, the median of all 6 calibrations (1.10 before the build, 1.40 after)" in build_clock.describe(clock)
+    assert build_clock.combine(build_clock.given(2.0), build_clock.given(2.0))["factor"] == 2.0  # given, not measured

@@ -897,7 +897,34 @@ def stub_rms_norm(x, weight, eps):
     raise NotImplementedError("x / sqrt(mean(x ** 2 over the last dim) + eps), times weight")
 
 
+def response_mask_by_loop(prompt_lengths, lengths, T):
+    mask = torch.zeros(len(lengths), T, dtype=torch.bool)
+    for row, (start, end) in enumerate(zip(prompt_lengths.tolist(), lengths.tolist(), strict=True)):
+        mask[row, start:end] = True
+    return mask
+
+
+def response_mask_with_padding(prompt_lengths, lengths, T):  # forgets where each example ends
+    return torch.arange(T) >= prompt_lengths[:, None]
+
+
+def response_mask_from_the_prompts_last_token(prompt_lengths, lengths, T):  # one position early
+    positions = torch.arange(T)
+    return (positions >= prompt_lengths[:, None] - 1) & (positions < lengths[:, None])
+
+
+def response_mask_by_lib(prompt_lengths, lengths, T):
+    from minformers.sft import response_mask
+
+    return response_mask(prompt_lengths, lengths, T)
+
+
+def stub_response_mask(prompt_lengths, lengths, T):
+    raise NotImplementedError("True where prompt_length <= t < length, row by row")
+
+
 CHECKS = {
+    "response_mask": (checks.check_response_mask, response_mask_by_loop, stub_response_mask),
     "local_global_mask": (checks.check_local_global_mask, loop_local_global_mask, stub_mask),
     "sinusoidal_positions": (checks.check_sinusoidal_positions, loop_sinusoidal_positions, stub_positions),
     "merge_pair": (checks.check_merge_pair, loop_merge_pair, stub_merge),
@@ -1024,6 +1051,9 @@ WRONG = [
     (checks.check_rms_norm, rms_norm_eps_outside_root, "case 'small values: eps, inside the square root"),
     (checks.check_rms_norm, rms_norm_centred, "case 'one vector, unit weight'"),
     (checks.check_rms_norm, rms_norm_by_torch, "calls the library's own solution"),
+    (checks.check_response_mask, response_mask_with_padding, "case 'two examples, the second padded'"),
+    (checks.check_response_mask, response_mask_from_the_prompts_last_token, "case 'one example, no padding'"),
+    (checks.check_response_mask, response_mask_by_lib, "calls the library's own solution"),
 ]
 
 

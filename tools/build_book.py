@@ -7,11 +7,11 @@ blown budget.
     python tools/build_book.py --page NAME [BOOK_ROOT]     only book/NAME.md executed, the site in _build/page/
                                                            (make page PAGE=NAME)
 
-First it measures the machine factor (tools/build_clock.py): how much slower than the reference machine this one
-runs the pages' kind of work. Then it runs `jupyter-book build --all -W -n --keep-going`, so every page is read
+It measures the machine factor (tools/build_clock.py: how much slower than the reference machine this one runs the
+pages' kind of work) before and after running `jupyter-book build --all -W -n --keep-going`, so every page is read
 again and any failing cell or Sphinx warning fails the build. Then it reads `_build/timings.json` (written by
-tools/course_site/timings.py) and checks, in reference seconds (seconds / factor), so that a budget means the same
-on a fast machine and a slow one:
+tools/course_site/timings.py), adds each page's reference seconds (seconds / factor) and checks them, so that a
+budget means the same on a fast machine and a slow one:
 - each page against its budget: 60, or 150 for a page that trains a model later pages load (front matter
   `trains_shared_model: <which>`);
 - the pages that train no shared model against 25 on average;
@@ -97,6 +97,18 @@ def check_timings(root: Path, pages: dict) -> tuple[list[str], str]:
     return problems, "\n".join([header, *rows, footer])
 
 
+def normalise(timings_file: Path, clock: dict) -> dict:
+    """Write `clock` and each page's reference seconds (its seconds / the factor) into timings.json; return its
+    pages."""
+    timings = json.loads(timings_file.read_text())
+    for record in timings["pages"].values():
+        seconds = record["seconds"]
+        record["reference_seconds"] = None if seconds is None else seconds / clock["factor"]
+    timings["clock"] = clock
+    timings_file.write_text(json.dumps(timings, indent=2) + "\n")
+    return timings["pages"]
+
+
 def execution_cache(root: Path) -> Path:
     """The jupyter-cache for --reuse builds: one per lib digest, older ones removed (their outputs are stale)."""
     from minformers.train import lib_source_digest
@@ -122,13 +134,9 @@ def page_docname(root: Path, name: str) -> str:
 
 def build(root: Path, reuse: bool = False, page: str | None = None, factor: float | None = None) -> int:
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
-    clock = build_clock.given(factor) if factor else build_clock.measure()
-    print(build_clock.describe(clock), flush=True)
-    environment = {
-        **os.environ,
-        "MINFORMERS_BUILD": "1",  # training loops print a line per evaluation, not a bar
-        "MINFORMERS_BUILD_CLOCK": json.dumps(clock),  # tools/course_site/timings.py normalises each page's time
-    }
+    before = build_clock.given(factor) if factor else build_clock.measure()
+    print(f"before the build, {build_clock.describe(before)}", flush=True)
+    environment = {**os.environ, "MINFORMERS_BUILD": "1"}  # training loops print a line per evaluation, not a bar
     output = root
     if page:
         environment["MINFORMERS_ONLY_PAGE"] = page = page_docname(root, page)
@@ -148,7 +156,12 @@ def build(root: Path, reuse: bool = False, page: str | None = None, factor: floa
     if not timings_file.exists():
         print(f"\nbuild failed before any page was timed (exit {result.returncode})", file=sys.stderr)
         return result.returncode or 1
-    pages = json.loads(timings_file.read_text())["pages"]
+    # Timed again after the build: a machine's speed can drift over the build's minutes (other tenants of the host),
+    # and the median of both calibrations' repeats follows the build better than either alone.
+    after = build_clock.given(factor) if factor else build_clock.measure()
+    clock = build_clock.combine(before, after)
+    print(f"after the build, {build_clock.describe(after)}\n{build_clock.describe(clock)}")
+    pages = normalise(timings_file, clock)
     if page:  # absent: it never finished
         pages = {page: pages.get(page, {"seconds": None, "reference_seconds": None, "succeeded": False})}
     problems, table = check_timings(root, pages)

@@ -188,6 +188,15 @@ def measure(repeats: int = REPEATS) -> dict:
     }
 
 
+def combine(before: dict, after: dict) -> dict:
+    """One clock from two calibrations, before and after a build: the median of all their repeats."""
+    if not before["repeats"] or not after["repeats"]:
+        return before  # a factor given, not measured
+    repeats = before["repeats"] + after["repeats"]
+    return {**after, "factor": statistics.median(repeats), "repeats": repeats,
+            "before": before["factor"], "after": after["factor"]}
+
+
 def given(factor: float) -> dict:
     """A clock that was not measured: `factor` taken as it is (tests of the build driver)."""
     return {"factor": factor, "repeats": [], "seconds": None, "parts": {}, "threads": None}
@@ -196,6 +205,9 @@ def given(factor: float) -> dict:
 def describe(clock: dict) -> str:
     if not clock["repeats"]:
         return f"machine factor {clock['factor']:.2f}, as given (not measured)"
+    if "before" in clock:
+        return (f"the build's machine factor is {clock['factor']:.2f}, the median of all {len(clock['repeats'])} "
+                f"calibrations ({clock['before']:.2f} before the build, {clock['after']:.2f} after)")
     parts = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in clock["parts"].items())
     return (f"machine factor {clock['factor']:.2f} (median of {len(clock['repeats'])} calibrations: {parts}; "
             f"{clock['seconds']:.2f} s in all, {sum(REFERENCE_SECONDS.values()):.2f} s on the reference machine)")
