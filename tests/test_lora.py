@@ -1,5 +1,5 @@
-"""LoRA (minformers.lora): the adapted model starts equal to the pretrained one, trains only A and B, and merges
-into plain linear layers that compute what the adapted ones did."""
+"""LoRA (minformers.lora): the adapted model starts equal to the pretrained one, trains only A and B, merges
+into plain linear layers that compute what the adapted ones did, and equals PEFT's LoRA on the same weights."""
 
 import copy
 
@@ -7,8 +7,11 @@ import pytest
 import torch
 from torch import nn
 
+from minformers.convert.peft_lora import as_peft
 from minformers.gpt import GPT, GPTConfig
 from minformers.lora import LoRALinear, apply_lora, merge_lora, trainable_parameters
+from minformers.memory import training_step_bytes
+from minformers.train import TrainConfig, make_optimizer
 
 torch.set_num_threads(1)
 TINY = GPTConfig(vocab_size=23, d_model=32, n_layers=2, n_heads=4, d_ff=48, max_len=16, dropout=0.0)
@@ -111,3 +114,75 @@ def test_bad_adapters_are_refused_with_the_reason():
         LoRALinear(nn.Conv1d(3, 3, 1))
     with pytest.raises(ValueError, match="no nn.Linear in the model is named"):
         apply_lora(GPT(TINY), ["c_attn"])
+
+
+def hf_llama_with_our_lora() -> tuple[nn.Module, nn.Module]:
+    """A tiny Hugging Face Llama and a copy adapted by our apply_lora (q, v and the
+    feed-forward's down_proj), B drawn at random so that the update is not zero."""
+    import transformers
+
+    torch.manual_seed(3)
+    config = transformers.LlamaConfig(
+        vocab_size=41, hidden_size=32, intermediate_size=40, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+    )  # fmt: skip
+    base = transformers.LlamaForCausalLM(config).eval()
+    ours = copy.deepcopy(base)
+    apply_lora(ours, ["q_proj", "v_proj", "down_proj"], r=4, alpha=6.0)
+    with torch.no_grad():
+        for module in ours.modules():
+            if isinstance(module, LoRALinear):
+                module.B.normal_()
+    return base, ours
+
+
+def test_ours_equals_peft_on_the_same_base_and_adapters_outputs_and_merged_weights():
+    base, ours = hf_llama_with_our_lora()
+    theirs = as_peft(ours)
+    ids = torch.randint(0, 41, (2, 9), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(ids).logits, theirs(ids).logits, atol=1e-5, rtol=0)
+        assert (ours(ids).logits - base(ids).logits).abs().max() > 0.1  # the adapters do change it
+        merged_theirs = theirs.merge_and_unload().state_dict()
+        merged_ours = merge_lora(ours).state_dict()
+    assert merged_ours.keys() == merged_theirs.keys()
+    for name, weight in merged_ours.items():
+        torch.testing.assert_close(weight, merged_theirs[name], atol=1e-5, rtol=0, msg=name)
+    changed = [n for n, w in merged_ours.items() if not torch.equal(w, base.state_dict()[n])]
+    assert len(changed) == 3 * 2  # three adapted matrices per layer, two layers
+
+
+def test_peft_initialises_a_as_we_do_and_b_at_zero():
+    """The same law, not the same draw (PEFT draws its A after a default init):
+    uniform on [-1/sqrt(in), 1/sqrt(in)], the Kaiming-uniform bound with a = sqrt(5)."""
+    import peft
+
+    theirs = peft.LoraModel(nn.Sequential(nn.Linear(400, 30)), peft.LoraConfig(r=8, target_modules=["0"]), "default")
+    layer, ours = theirs.model[0], LoRALinear(nn.Linear(400, 30), r=8)
+    bound = 1 / 400**0.5
+    for A in (layer.lora_A["default"].weight, ours.A):
+        assert A.abs().max() <= bound
+        # 3,200 uniform draws: their std is within 5% of bound / sqrt(3) by a wide margin
+        assert abs(A.std().item() / (bound / 3**0.5) - 1) < 0.05
+    assert torch.equal(layer.lora_B["default"].weight, torch.zeros(30, 8))
+    assert layer.scaling["default"] == ours.scale == 1.0  # PEFT's defaults: r 8, alpha 8
+
+
+def test_a_training_step_holds_adam_state_only_for_what_trains():
+    pretrained, adapted = adapted_gpt(r=4)
+    ids = torch.randint(0, 23, (2, 12))
+    bytes_of = {}
+    for name, model in (("full", pretrained), ("lora", adapted)):
+        model.train()
+        optimizer = make_optimizer(model, TrainConfig(steps=2, warmup_steps=0))
+        bytes_of[name] = training_step_bytes(
+            model, optimizer, lambda m=model: nn.functional.cross_entropy(m(ids)[:, :-1].flatten(0, 1), ids[:, 1:].flatten())
+        )
+    for name, model in (("full", pretrained), ("lora", adapted)):
+        trained = [p for p in model.parameters() if p.requires_grad]
+        # two float32 moments per trained number, and a float32 step count per tensor
+        assert bytes_of[name]["optimizer state"] == 8 * sum(p.numel() for p in trained) + 4 * len(trained)
+        assert bytes_of[name]["gradients"] == 4 * sum(p.numel() for p in trained)
+    assert bytes_of["lora"]["weights"] > bytes_of["full"]["weights"]  # A and B come on top
+    # frozen layers need not keep their inputs for a weight gradient
+    assert bytes_of["lora"]["activations"] < bytes_of["full"]["activations"]

@@ -46,6 +46,36 @@ def saved_activation_bytes(
     return sum(saved.values())
 
 
+def training_step_bytes(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss_of: Callable[[], torch.Tensor],
+) -> dict[str, int]:
+    """Take one optimizer step on ``loss_of()`` and return the bytes it held, by part,
+    measured from the tensors that exist: the weights, the activations saved for
+    backward, the gradients, and the optimizer's state after the step (AdamW: two
+    moments per trainable number). Frozen weights have no gradient and no state."""
+    losses = []
+    activations = saved_activation_bytes(model, lambda: losses.append(loss_of()))
+    losses[0].backward()
+    parameters = list(model.parameters())  # a tied weight once
+    gradients = sum(p.grad.nbytes for p in parameters if p.grad is not None)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    state = sum(
+        value.nbytes
+        for per_parameter in optimizer.state.values()
+        for value in per_parameter.values()
+        if torch.is_tensor(value)
+    )
+    return {
+        "weights": sum(p.nbytes for p in parameters),
+        "activations": activations,
+        "gradients": gradients,
+        "optimizer state": state,
+    }
+
+
 class Checkpointed(nn.Module):
     """A layer whose forward pass keeps only its inputs for backward, and runs again
     during backward to rebuild the rest (``torch.utils.checkpoint``, non-reentrant):
