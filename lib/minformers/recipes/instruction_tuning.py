@@ -24,8 +24,8 @@ from functools import lru_cache
 import torch
 
 from minformers.language_modeling import LMRun, train_language_model
-from minformers.recipes.shakespeare_gpt import shakespeare_characters
 from minformers.lora import apply_lora
+from minformers.recipes.shakespeare_gpt import shakespeare_characters
 from minformers.sft import greedy_responses, sft_batch, sft_loss
 from minformers.support.sample_quality import words
 from minformers.train import History, TrainConfig, checkpoint_path, train
@@ -125,8 +125,7 @@ class SFTRun:
 
 
 # The LoRA page: the instruction-tuned model learns the LATER_TASKS alone, briefly; LoRA
-# takes a larger step than full fine-tuning (1e-2 against 3e-3 did better for both, in
-# one seed's trial)
+# takes a larger step than full fine-tuning (each rate the better of two in a trial)
 LATER_SCHEDULE = TrainConfig(steps=80, lr=3e-3, warmup_steps=8, eval_every=80)
 LORA_SCHEDULE = TrainConfig(steps=80, lr=1e-2, warmup_steps=8, eval_every=80)
 
