@@ -12,7 +12,19 @@ from minformers.lora import LoRALinear
 def as_peft(adapted: nn.Module):
     """A PEFT LoraModel of a copy of ``adapted``'s base model, adapting the same layers
     with the same r, alpha, A and B. All adapters must share r and alpha (one PEFT
-    config). ``adapted`` is left as it was."""
+    config). ``adapted`` is left as it was.
+
+    >>> import torch
+    >>> from minformers.gpt import GPT, GPTConfig
+    >>> from minformers.lora import apply_lora
+    >>> ours = GPT(GPTConfig.tiny(vocab_size=10, n_layers=1))
+    >>> apply_lora(ours, ["q_proj", "v_proj"], r=4)
+    ['layers.0.attention.q_proj', 'layers.0.attention.v_proj']
+    >>> theirs = as_peft(ours)
+    >>> ids = torch.tensor([[1, 2, 3]])
+    >>> torch.allclose(theirs(ids), ours(ids))
+    True
+    """
     import peft  # only here: importing peft takes seconds
 
     wrapped = {n: m for n, m in adapted.named_modules() if isinstance(m, LoRALinear)}
