@@ -923,7 +923,33 @@ def stub_response_mask(prompt_lengths, lengths, T):
     raise NotImplementedError("True where prompt_length <= t < length, row by row")
 
 
+def lora_merge_by_layer(weight, A, B, alpha, r):
+    return weight + sum((alpha / r) * torch.outer(B[:, k], A[k]) for k in range(r))
+
+
+def lora_merge_without_scale(weight, A, B, alpha, r):
+    return weight + B @ A
+
+
+def lora_merge_scaled_by_alpha(weight, A, B, alpha, r):
+    return weight + alpha * B @ A
+
+
+def lora_merge_by_lib(weight, A, B, alpha, r):
+    from minformers.lora import LoRALinear
+
+    layer = LoRALinear(torch.nn.Linear(weight.shape[1], weight.shape[0]), r=r, alpha=alpha)
+    layer.A.data, layer.B.data, layer.base.weight.data = A, B, weight.clone()
+    layer.merge()
+    return layer.base.weight
+
+
+def stub_lora_merge(weight, A, B, alpha, r):
+    raise NotImplementedError("W0 plus the scaled product of B and A")
+
+
 CHECKS = {
+    "lora_merge": (checks.check_lora_merge, lora_merge_by_layer, stub_lora_merge),
     "response_mask": (checks.check_response_mask, response_mask_by_loop, stub_response_mask),
     "local_global_mask": (checks.check_local_global_mask, loop_local_global_mask, stub_mask),
     "sinusoidal_positions": (checks.check_sinusoidal_positions, loop_sinusoidal_positions, stub_positions),
@@ -1054,6 +1080,9 @@ WRONG = [
     (checks.check_response_mask, response_mask_with_padding, "case 'two examples, the second padded'"),
     (checks.check_response_mask, response_mask_from_the_prompts_last_token, "case 'one example, no padding'"),
     (checks.check_response_mask, response_mask_by_lib, "calls the library's own solution"),
+    (checks.check_lora_merge, lora_merge_without_scale, "case '5 x 7, r = 2, alpha = 2.0'|case '4 x 6"),
+    (checks.check_lora_merge, lora_merge_scaled_by_alpha, "case '5 x 7, r = 2, alpha = 2.0'"),
+    (checks.check_lora_merge, lora_merge_by_lib, "calls the library's own solution"),
 ]
 
 

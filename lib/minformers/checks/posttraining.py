@@ -1,4 +1,5 @@
-"""Checks for the post-training pages: the response mask of supervised fine-tuning.
+"""Checks for the post-training pages: the response mask of supervised fine-tuning, the
+merge of a LoRA adapter.
 
 >>> def includes_padding(prompt_lengths, lengths, T):  # forgets where the example ends
 ...     return torch.arange(T) >= prompt_lengths[:, None]
@@ -12,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from minformers import sft
+from minformers import lora, sft
 from minformers.checks import Case, run_check, seeded_generator
 
 
@@ -42,4 +43,47 @@ def check_response_mask(
         sft.response_mask,
         cases,
         blocked_functions=[sft.response_mask, sft.sft_batch],
+    )
+
+
+def _merged_by_lib(
+    weight: torch.Tensor, A: torch.Tensor, B: torch.Tensor, alpha: float, r: int
+) -> torch.Tensor:
+    base = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False)
+    layer = lora.LoRALinear(base, r=r, alpha=alpha)
+    with torch.no_grad():
+        base.weight.copy_(weight), layer.A.copy_(A), layer.B.copy_(B)
+    layer.merge()
+    return base.weight.detach().clone()
+
+
+def check_lora_merge(
+    learner: Callable[
+        [torch.Tensor, torch.Tensor, torch.Tensor, float, int], torch.Tensor
+    ],
+) -> None:
+    """Exercise: `learner(weight, A, B, alpha, r)` is the merged (out, in) weight of a
+    LoRA-adapted linear layer, as LoRALinear.merge leaves it."""
+    draw = seeded_generator()
+
+    def adapter(out: int, inp: int, r: int, alpha: float) -> Case:
+        weight = torch.randn(out, inp, generator=draw)
+        A, B = torch.randn(r, inp, generator=draw), torch.randn(out, r, generator=draw)
+        return Case(
+            f"{out} x {inp}, r = {r}, alpha = {alpha}", (weight, A, B, alpha, r)
+        )
+
+    cases = [
+        adapter(3, 3, 1, 1.0),
+        adapter(5, 7, 2, 2.0),
+        adapter(4, 6, 2, 8.0),
+        adapter(16, 9, 4, 1.0),
+    ]
+    run_check(
+        "check_lora_merge",
+        learner,
+        _merged_by_lib,
+        cases,
+        # merge calls delta_weight: blocking it blocks every way through the lib
+        blocked_functions=[lora.LoRALinear.delta_weight, lora.merge_lora],
     )

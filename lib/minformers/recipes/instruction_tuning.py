@@ -126,8 +126,8 @@ class SFTRun:
 
 # The LoRA page: the instruction-tuned model learns the LATER_TASKS alone, briefly; LoRA
 # takes a larger step than full fine-tuning (each rate the better of two in a trial)
-LATER_SCHEDULE = TrainConfig(steps=80, lr=3e-3, warmup_steps=8, eval_every=80)
-LORA_SCHEDULE = TrainConfig(steps=80, lr=1e-2, warmup_steps=8, eval_every=80)
+LATER_SCHEDULE = TrainConfig(steps=40, lr=3e-3, warmup_steps=4, eval_every=40)
+LORA_SCHEDULE = TrainConfig(steps=40, lr=1e-2, warmup_steps=4, eval_every=40)
 
 
 def later_task_run(lora_rank: int | None = None, seed: int = 0) -> SFTRun:
@@ -138,6 +138,7 @@ def later_task_run(lora_rank: int | None = None, seed: int = 0) -> SFTRun:
         tasks=tuple(LATER_TASKS),
         lora_rank=lora_rank,
         schedule=LATER_SCHEDULE if lora_rank is None else LORA_SCHEDULE,
+        batch_size=12,  # 18 of these runs share one page's budget
         seed=seed,
     )
 
@@ -225,10 +226,12 @@ def exact_match(model: torch.nn.Module, examples: list[Example]) -> list[bool]:
     return [a == e.response[: -len(END)] for a, e in zip(given, examples, strict=True)]
 
 
-def held_out_correct(run: SFTRun, tasks: tuple[str, ...] = tuple(TASKS)) -> list[bool]:
+def held_out_correct(
+    run: SFTRun, tasks: tuple[str, ...] = tuple(TASKS), per_task: int = 50
+) -> list[bool]:
     """Fine-tune as ``run`` says (or load it) and score it on
-    ``held_out_examples(tasks=tasks)``, quietly: one of several runs shared out over
-    ``parallel.map_in_workers``."""
+    ``held_out_examples(per_task, tasks)``, quietly: one of several runs shared out
+    over ``parallel.map_in_workers``."""
     with contextlib.redirect_stderr(io.StringIO()):
         model, _ = fine_tune(run, progress=False)
-    return exact_match(model, held_out_examples(tasks=tasks))
+    return exact_match(model, held_out_examples(per_task, tasks))

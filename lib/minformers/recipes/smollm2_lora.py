@@ -69,15 +69,38 @@ def ask(model, tokenizer, questions: list[str], max_new_tokens: int) -> list[str
     return [tokenizer.decode(reply) for reply in replies]
 
 
-def teach_opposites(
-    model, tokenizer, replayed: list[str], schedule: TrainConfig, batch_size: int = 8
-) -> History:
-    """Train ``model`` (its trainable parameters) on batches of half taught questions
-    (the opposite, then the end of the turn) and half REPLAY questions with
-    ``replayed``, the model's own earlier replies to them; the loss on the replies
-    only."""
+def reply_log_probs(model, tokenizer, questions: list[str], replies: list[str]):
+    """For each question, the model's (len(reply), V) log-probabilities of the next
+    token at each position of ``reply`` (read with the reply as context): how the model
+    would continue a given answer, position by position."""
+    prompts = [tokenizer.encode(chat(q)) for q in questions]
+    answers = [tokenizer.encode(reply) for reply in replies]
+    texts = [p + a for p, a in zip(prompts, answers, strict=True)]
     (end_id,) = tokenizer.encode(END)
-    half = batch_size // 2
+    ids, _ = sft_batch(texts, [len(p) for p in prompts], pad_id=end_id)
+    with torch.no_grad():
+        log_probs = model.eval()(ids).log_softmax(-1)  # (B, T, V)
+    # right padding leaves each row's own positions as they would be alone
+    return [
+        row[len(p) - 1 : len(p) + len(a) - 1]
+        for row, p, a in zip(log_probs, prompts, answers, strict=True)
+    ]
+
+
+def teach_opposites(
+    model,
+    tokenizer,
+    replayed: list[str],
+    schedule: TrainConfig,
+    batch_size: int = 8,
+    replay_share: float = 0.5,
+) -> History:
+    """Train ``model`` (its trainable parameters) on batches of taught questions (the
+    opposite, then the end of the turn) and, ``replay_share`` of each batch, REPLAY
+    questions with ``replayed``, the model's own earlier replies to them; the loss on
+    the replies only."""
+    (end_id,) = tokenizer.encode(END)
+    half = batch_size - round(batch_size * replay_share)  # the taught examples
 
     def batch_for_step(step: int) -> tuple[torch.Tensor, torch.Tensor]:
         draw = torch.Generator().manual_seed(step)
