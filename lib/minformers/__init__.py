@@ -16,6 +16,8 @@ By role:
 - objectives and training: `objectives`, `denoising`, `train`, `optimizers`,
   `activations`, `language_modeling`, `finetuning`, `similarity`, `word2vec`;
 - decoding: `generation`, `seq2seq_decoding`, `in_context`;
+- post-training: `sft` (instruction tuning, the loss on answers only), `lora`,
+  `preference` (DPO);
 - what pretraining does, measured: `memorization`, `deduplication`, `retrieval`,
   `scaling`;
 - systems: `memory`, `distributed`, `ddp_train`;
