@@ -115,3 +115,30 @@ def test_the_minimiser_over_every_pair_is_the_kl_regularised_optimum():
     policy = logits.detach().log_softmax(0)
     kl = (policy.exp() * (policy - optimum)).sum()
     assert kl < 1e-6
+
+
+def test_bandit_pairs_are_drawn_from_the_reference_and_ordered_by_bradley_terry():
+    from minformers.recipes.dpo_bandit import Bandit, preference_pairs
+
+    bandit = Bandit(answers=3, seed=1)
+    chosen, rejected = preference_pairs(bandit, 200_000, torch.Generator().manual_seed(0))
+    reference, reward = bandit.reference().exp(), bandit.reward()
+    for a, b in [(0, 1), (0, 2), (1, 2)]:
+        a_wins = ((chosen == a) & (rejected == b)).sum().item()
+        b_wins = ((chosen == b) & (rejected == a)).sum().item()
+        # each unordered pair is drawn with probability 2 ref(a) ref(b)
+        drawn = 2 * reference[a] * reference[b] * 200_000
+        assert abs(a_wins + b_wins - drawn) < 5 * drawn.sqrt()  # 5 binomial standard deviations
+        expected = torch.sigmoid(reward[a] - reward[b]).item()
+        n = a_wins + b_wins
+        assert abs(a_wins / n - expected) < 5 * (expected * (1 - expected) / n) ** 0.5
+
+
+def test_dpo_on_fresh_pairs_reaches_the_optimum_for_a_small_beta():
+    from minformers.preference import kl_divergence
+    from minformers.recipes.dpo_bandit import Bandit, train_dpo
+
+    bandit = Bandit(answers=8)
+    policy, kl_to_optimum = train_dpo(bandit, beta=0.1, steps=400, pairs_per_step=256)
+    assert kl_to_optimum[-1] < 0.01 < kl_to_optimum[0]
+    assert kl_to_optimum[-1] == pytest.approx(kl_divergence(policy, bandit.optimum(0.1)).item())

@@ -68,3 +68,27 @@ def implicit_reward(
     tensor([1.])
     """
     return beta * (policy - reference)
+
+
+def optimal_policy(
+    reference_log_probs: torch.Tensor, reward: torch.Tensor, beta: float
+) -> torch.Tensor:
+    """log pi*(y) = log ref(y) + r(y) / beta - log Z, over the last dimension: the
+    policy that maximises E[r] - beta KL(pi || ref), and DPO's target.
+
+    >>> reference = torch.log(torch.tensor([0.5, 0.5]))
+    >>> optimal_policy(reference, torch.tensor([0.0, 1.0]), beta=1.0).exp()
+    tensor([0.2689, 0.7311])
+    """
+    return (reference_log_probs + reward / beta).log_softmax(-1)
+
+
+def kl_divergence(log_p: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:
+    """KL(p || q) in nats, over the last dimension, from log-probabilities.
+
+    >>> kl_divergence(torch.log(torch.tensor([1.0, 0.0])), torch.log(torch.tensor([0.5, 0.5])))
+    tensor(0.6931)
+    """
+    p = log_p.exp()
+    # 0 log 0 = 0: an answer p never gives adds nothing, whatever q says
+    return torch.where(p > 0, p * (log_p - log_q), torch.zeros_like(p)).sum(-1)

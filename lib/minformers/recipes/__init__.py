@@ -6,5 +6,7 @@ run), built from the reference implementations in `minformers`.
 - shared runs: `bert_pretraining` (the course's tiny encoder), `gpt_classifier` (GPT-1's
   fine-tuning, and the review language model), `denoiser_pretraining`;
 - one page's experiment: `bert_classifier`, `gpt_structured`, `cloze`, `next_word`,
-  `objective_comparison`, `transfer`, `scaling_sweep`, `rag`.
+  `objective_comparison`, `transfer`, `scaling_sweep`, `rag`;
+- post-training: `instruction_tuning` (the character GPT's word tasks, and LoRA on
+  them), `smollm2_lora`, `dpo_bandit` (DPO against its exact optimum).
 """
