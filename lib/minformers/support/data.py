@@ -253,6 +253,20 @@ def movie_reviews() -> list[tuple[str, float]]:
     return reviews
 
 
+def sentiment_lexicon() -> dict[str, float]:
+    """VADER's lexicon (Hutto and Gilbert 2014): each word (or emoticon) and the mean
+    valence ten people gave it, from -4 (most negative) to 4.
+
+    >>> lexicon = sentiment_lexicon()
+    >>> len(lexicon), lexicon["love"], lexicon["hate"]
+    (7506, 3.2, -2.7)
+    """
+    folder = extract(VADER, "vaderSentiment-3.3.2/vaderSentiment")
+    text = (folder / "vader_lexicon.txt").read_text(encoding="utf-8")
+    rows = (line.split("\t") for line in text.splitlines() if line.strip())
+    return {word: float(valence) for word, valence, *_ in rows}
+
+
 def movie_review_splits(seed: int = 0) -> dict[str, list[tuple[str, int]]]:
     """The course's one fixed split of the snippets for binary sentiment: {"train",
     "dev", "test"}.
