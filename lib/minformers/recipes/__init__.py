@@ -8,5 +8,6 @@ run), built from the reference implementations in `minformers`.
 - one page's experiment: `bert_classifier`, `gpt_structured`, `cloze`, `next_word`,
   `objective_comparison`, `transfer`, `scaling_sweep`, `rag`;
 - post-training: `instruction_tuning` (the character GPT's word tasks, and LoRA on
-  them), `smollm2_lora`, `dpo_bandit` (DPO against its exact optimum).
+  them), `smollm2_lora`, `dpo_bandit` (DPO against its exact optimum), `dpo_sentiment`
+  (DPO on text, for a lexicon's sentiment).
 """
