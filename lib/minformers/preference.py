@@ -92,3 +92,18 @@ def kl_divergence(log_p: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:
     p = log_p.exp()
     # 0 log 0 = 0: an answer p never gives adds nothing, whatever q says
     return torch.where(p > 0, p * (log_p - log_q), torch.zeros_like(p)).sum(-1)
+
+
+def bradley_terry_wins(
+    first_reward: torch.Tensor, second_reward: torch.Tensor, draw: torch.Generator
+) -> torch.Tensor:
+    """Whether the first of each pair is preferred, drawn by Bradley-Terry: with
+    probability sigmoid(r1 - r2), as a labeller whose preferences follow r would.
+
+    >>> many = torch.zeros(10_000)
+    >>> wins = bradley_terry_wins(many + 1.0, many, torch.Generator().manual_seed(0))
+    >>> round(wins.float().mean().item(), 2)  # sigmoid(1) = 0.73
+    0.73
+    """
+    p_first = torch.sigmoid(first_reward - second_reward)
+    return torch.rand(p_first.shape, generator=draw) < p_first

@@ -15,7 +15,12 @@ from dataclasses import dataclass
 
 import torch
 
-from minformers.preference import dpo_loss, kl_divergence, optimal_policy
+from minformers.preference import (
+    bradley_terry_wins,
+    dpo_loss,
+    kl_divergence,
+    optimal_policy,
+)
 
 
 @dataclass(frozen=True)
@@ -49,8 +54,7 @@ def preference_pairs(
     reference, reward = bandit.reference(), bandit.reward()
     drawn = torch.multinomial(reference.exp(), 2 * n, replacement=True, generator=draw)
     first, second = drawn.chunk(2)
-    p_first = torch.sigmoid(reward[first] - reward[second])
-    first_wins = torch.rand(n, generator=draw) < p_first
+    first_wins = bradley_terry_wins(reward[first], reward[second], draw)
     chosen = torch.where(first_wins, first, second)
     return chosen, first + second - chosen
 

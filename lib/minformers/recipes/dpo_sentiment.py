@@ -21,7 +21,7 @@ import torch
 
 from minformers.generation import generate
 from minformers.language_modeling import random_windows
-from minformers.preference import dpo_loss, sequence_log_probs
+from minformers.preference import bradley_terry_wins, dpo_loss, sequence_log_probs
 from minformers.sft import IGNORE_INDEX
 
 PROMPT_LENGTH, COMPLETION_LENGTH = 16, 48  # characters; together the model's context
@@ -87,11 +87,10 @@ def preference_pairs(
         sample(reference, prompt_ids, seed),
         sample(reference, prompt_ids, seed + 1),
     )
-    p_first = torch.sigmoid(
-        rewards(first, decode, valence) - rewards(second, decode, valence)
-    )
     draw = torch.Generator().manual_seed(seed + 2)
-    first_wins = (torch.rand(len(first), generator=draw) < p_first)[:, None]
+    first_wins = bradley_terry_wins(
+        rewards(first, decode, valence), rewards(second, decode, valence), draw
+    )[:, None]
     chosen = torch.where(first_wins, first, second)
     rejected = torch.where(first_wins, second, first)
     with torch.no_grad():
