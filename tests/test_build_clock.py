@@ -53,3 +53,32 @@ def test_calibrations_before_and_after_a_build_combine_into_the_median_of_all_th
     assert (clock["before"], clock["after"]) == (1.1, 1.4)
     assert "1.25, the median of all 6 calibrations (1.10 before the build, 1.40 after)" in build_clock.describe(clock)
     assert build_clock.combine(build_clock.given(2.0), build_clock.given(2.0))["factor"] == 2.0  # given, not measured
+
+
+def test_repeats_taken_between_the_pages_join_the_median(tmp_path):
+    before = {**build_clock.given(1.1), "repeats": [1.0, 1.2, 1.1]}
+    after = {**build_clock.given(1.4), "repeats": [1.4, 1.3, 1.5]}
+    probes = tmp_path / "probes.txt"
+    assert build_clock.probed(probes) == []  # no probe ran: the file is absent
+    probes.write_text("1.6\n1.7\n")
+    clock = build_clock.combine(before, after, build_clock.probed(probes))
+    assert clock["factor"] == pytest.approx(1.35)  # the middle two of eight: 1.3 and 1.4
+    assert clock["during"] == [1.6, 1.7]
+    assert ("1.35, the median of all 8 calibrations (1.10 before the build, 2 between pages from 1.60 to 1.70, "
+            "1.40 after)") in build_clock.describe(clock)
+
+
+def test_the_build_times_the_machine_before_every_fourth_page_that_runs_code(tmp_path, monkeypatch):
+    from course_site import timings
+
+    probes = tmp_path / "probes.txt"
+    monkeypatch.setattr(build_clock, "probe", lambda path: open(path, "a").write("2.0\n"))
+    monkeypatch.setattr(timings, "pages_with_code", 0)
+    monkeypatch.delenv(build_clock.PROBES, raising=False)
+    timings.time_the_machine(None, "book/a", ["```{code-cell} ipython3\n```"])  # no build_book: no probe
+    assert build_clock.probed(probes) == []
+    monkeypatch.setenv(build_clock.PROBES, str(probes))
+    for index in range(10):
+        timings.time_the_machine(None, f"book/p{index}", ["```{code-cell} ipython3\n```"])
+        timings.time_the_machine(None, f"book/prose{index}", ["# prose only"])  # not counted
+    assert build_clock.probed(probes) == [2.0, 2.0]  # before the 4th and the 8th

@@ -11,8 +11,13 @@ seconds say little about whether it fits its budget. The clock times a fixed wor
 
 Each part's time divided by its time on the reference machine (REFERENCE_SECONDS) is how much slower this machine
 does that kind of work; the machine factor is the mean of those ratios weighted by how much of the book each kind
-of work is (WEIGHTS), the median over a few repeats. A page's reference seconds are its seconds divided by the
-factor.
+of work is (WEIGHTS). A page's reference seconds are its seconds divided by the factor.
+
+The speed of a machine of this kind wanders by 10% or more over minutes (other tenants of its host): on one CI
+machine, calibrations a few minutes apart gave 1.79 and 2.05. So a build's factor is not taken from one moment:
+the workload runs three times before the build, once before every PROBE_EVERY-th page that runs code (between
+pages, never beside one: tools/course_site/timings.py), and three times after, and the factor is the median of all
+those repeats, which sample the same minutes as the pages.
 
     python tools/build_clock.py                  # measure, print the factor
     python tools/build_clock.py --json           # the same, as JSON (benchmarks/bench_clock.py)
@@ -167,18 +172,30 @@ def time_workload() -> dict[str, float]:
     return seconds
 
 
-def measure(repeats: int = REPEATS) -> dict:
-    """Run the workload `repeats` times on the pages' thread count; return the factor and what it came from. Each
-    repeat gives a factor, the weighted mean of its parts' ratios to the reference machine's; the median counts."""
+def factor_of(run: dict[str, float]) -> float:
+    """One repeat's factor: the weighted mean of its parts' ratios to the reference machine's seconds."""
+    return sum(WEIGHTS[name] * run[name] / REFERENCE_SECONDS[name] for name in WORKLOAD)
+
+
+def prepare() -> None:
+    """The pages' thread count, and what the first optimizer of a process imports (torch._dynamo), done before any
+    part is timed."""
     import torch
 
     from minformers.support.runtime import DEFAULT_THREADS
 
     torch.set_num_threads(DEFAULT_THREADS)
-    # the first optimizer a process builds imports torch._dynamo: done before the clock starts
     torch.optim.AdamW([torch.zeros(1, requires_grad=True)])
+
+
+def measure(repeats: int = REPEATS) -> dict:
+    """Run the workload `repeats` times on the pages' thread count; return the factor, the median of the repeats'
+    factors, and what it came from."""
+    from minformers.support.runtime import DEFAULT_THREADS
+
+    prepare()
     runs = [time_workload() for _ in range(repeats)]
-    factors = [sum(WEIGHTS[name] * run[name] / REFERENCE_SECONDS[name] for name in WORKLOAD) for run in runs]
+    factors = [factor_of(run) for run in runs]
     return {
         "factor": statistics.median(factors),
         "repeats": factors,
@@ -188,13 +205,32 @@ def measure(repeats: int = REPEATS) -> dict:
     }
 
 
-def combine(before: dict, after: dict) -> dict:
-    """One clock from two calibrations, before and after a build: the median of all their repeats."""
+def combine(before: dict, after: dict, during: list[float] = ()) -> dict:
+    """One clock from the calibrations before and after a build and the repeats taken `during` it: the median of
+    all their repeats."""
     if not before["repeats"] or not after["repeats"]:
         return before  # a factor given, not measured
-    repeats = before["repeats"] + after["repeats"]
+    repeats = before["repeats"] + list(during) + after["repeats"]
     return {**after, "factor": statistics.median(repeats), "repeats": repeats,
-            "before": before["factor"], "after": after["factor"]}
+            "before": before["factor"], "during": list(during), "after": after["factor"]}
+
+
+PROBES = "MINFORMERS_CLOCK_PROBES"  # set by tools/build_book.py: the file the repeats taken during a build go to
+PROBE_EVERY = 4  # pages that run code: about 8 repeats in a full build, about 80 s on a machine of factor 2
+
+
+def probe(path: str | Path) -> None:
+    """Time the workload once and append its factor to `path`, one number a line (during a build)."""
+    prepare()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as probes:
+        probes.write(f"{factor_of(time_workload())}\n")
+
+
+def probed(path: str | Path) -> list[float]:
+    """The factors `probe` wrote to `path`; none if it wrote none."""
+    path = Path(path)
+    return [float(line) for line in path.read_text().split()] if path.exists() else []
 
 
 def given(factor: float) -> dict:
@@ -206,8 +242,10 @@ def describe(clock: dict) -> str:
     if not clock["repeats"]:
         return f"machine factor {clock['factor']:.2f}, as given (not measured)"
     if "before" in clock:
+        during = clock.get("during", [])
+        between = (f", {len(during)} between pages from {min(during):.2f} to {max(during):.2f}" if during else "")
         return (f"the build's machine factor is {clock['factor']:.2f}, the median of all {len(clock['repeats'])} "
-                f"calibrations ({clock['before']:.2f} before the build, {clock['after']:.2f} after)")
+                f"calibrations ({clock['before']:.2f} before the build{between}, {clock['after']:.2f} after)")
     parts = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in clock["parts"].items())
     return (f"machine factor {clock['factor']:.2f} (median of {len(clock['repeats'])} calibrations: {parts}; "
             f"{clock['seconds']:.2f} s in all, {sum(REFERENCE_SECONDS.values()):.2f} s on the reference machine)")

@@ -2,7 +2,7 @@
 `sphinx.local_extensions` in _config.yml, one module per job:
 
 - `timings`: each page's execution time, in `_build/timings.json`, which tools/build_book.py reads to print the
-  timing table and enforce each page's budget;
+  timing table and enforce each page's budget; the build clock timed between pages during its builds;
 - `notebooks`: the executed notebook of each page in the download menu, with a first cell that installs the
   course library where it is missing; the lib's wheel and the notebook requirements at <site>/course/; the
   Colab button pointed at the published notebook (Colab opens only .ipynb files, and the chapters are MyST .md);
@@ -22,7 +22,7 @@ from course_site.notebooks import (
     launch_buttons_need_a_repository,
     offer_notebook_download,
 )
-from course_site.timings import write_timings
+from course_site.timings import time_the_machine, write_timings
 
 
 def setup(app):
@@ -37,5 +37,6 @@ def setup(app):
     app.connect("doctree-resolved", describe_cell_figures)
     app.connect("doctree-resolved", unique_exercise_ids)
     app.connect("doctree-resolved", chapter_facts)
+    app.connect("source-read", time_the_machine)
     app.connect("build-finished", write_timings)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

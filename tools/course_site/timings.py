@@ -10,9 +10,27 @@ divided by that factor. After a plain `jupyter-book build` they stay null.
 """
 
 import json
+import os
 from pathlib import Path
 
 from myst_nb.sphinx_ import NbMetadataCollector
+
+import build_clock
+
+pages_with_code = 0  # read so far in this build
+
+
+def time_the_machine(app, docname, source):
+    """During a build by tools/build_book.py, time the build clock's workload before every PROBE_EVERY-th page that
+    runs code: Sphinx reads a page just before myst-nb executes it, so the clock runs between pages, on the
+    machine as the pages find it."""
+    global pages_with_code
+    path = os.environ.get(build_clock.PROBES)
+    if not path or "{code-cell}" not in source[0]:
+        return
+    pages_with_code += 1
+    if pages_with_code % build_clock.PROBE_EVERY == 0:
+        build_clock.probe(path)
 
 
 def write_timings(app, exception):
