@@ -948,7 +948,33 @@ def stub_lora_merge(weight, A, B, alpha, r):
     raise NotImplementedError("W0 plus the scaled product of B and A")
 
 
+def dpo_loss_by_pair(pc, pr, rc, rr, beta):
+    import math
+
+    losses = [math.log1p(math.exp(-beta * ((a - c) - (b - d)))) for a, b, c, d in zip(pc, pr, rc, rr, strict=True)]
+    return torch.tensor(sum(losses) / len(losses))
+
+
+def dpo_loss_summed_over_the_batch(pc, pr, rc, rr, beta):
+    return -torch.nn.functional.logsigmoid(beta * ((pc - rc) - (pr - rr))).sum()
+
+
+def dpo_loss_with_beta_outside(pc, pr, rc, rr, beta):  # beta scales the loss, not the margin
+    return -beta * torch.nn.functional.logsigmoid((pc - rc) - (pr - rr)).mean()
+
+
+def dpo_loss_by_lib(pc, pr, rc, rr, beta):
+    from minformers.preference import dpo_loss
+
+    return dpo_loss(pc, pr, rc, rr, beta)
+
+
+def stub_dpo_loss(pc, pr, rc, rr, beta):
+    raise NotImplementedError("-log sigmoid(beta times the difference of the two log-ratios), averaged")
+
+
 CHECKS = {
+    "dpo_loss": (checks.check_dpo_loss, dpo_loss_by_pair, stub_dpo_loss),
     "lora_merge": (checks.check_lora_merge, lora_merge_by_layer, stub_lora_merge),
     "response_mask": (checks.check_response_mask, response_mask_by_loop, stub_response_mask),
     "local_global_mask": (checks.check_local_global_mask, loop_local_global_mask, stub_mask),
@@ -1083,6 +1109,9 @@ WRONG = [
     (checks.check_lora_merge, lora_merge_without_scale, "case '5 x 7, r = 2, alpha = 2.0'|case '4 x 6"),
     (checks.check_lora_merge, lora_merge_scaled_by_alpha, "case '5 x 7, r = 2, alpha = 2.0'"),
     (checks.check_lora_merge, lora_merge_by_lib, "calls the library's own solution"),
+    (checks.check_dpo_loss, dpo_loss_summed_over_the_batch, "case 'a batch of 4, beta = 0.5'"),
+    (checks.check_dpo_loss, dpo_loss_with_beta_outside, "case 'a batch of 1, beta = 0.1'"),
+    (checks.check_dpo_loss, dpo_loss_by_lib, "calls the library's own solution"),
 ]
 
 

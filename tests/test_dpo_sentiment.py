@@ -58,8 +58,19 @@ def test_pairs_put_the_better_completion_first_when_the_reward_gap_is_large():
 
 def test_the_first_dpo_step_starts_at_log_2_and_best_of_n_reports_its_kl_bound():
     reference = tiny_reference()
-    pairs = D.preference_pairs(reference, prompts(8), decode, {"ab": 1.0}, seed=0)
-    output = D.dpo_step_loss(pairs, beta=0.1)(copy.deepcopy(reference), torch.arange(8))
+    pairs = D.preference_pairs(reference, prompts(16), decode, {"a": 1.0}, seed=0)
+    output = D.dpo_step_loss(pairs, beta=0.1)(copy.deepcopy(reference), torch.arange(len(pairs)))
     assert output["loss"].item() == pytest.approx(math.log(2), abs=1e-5)
-    best = D.best_of_n(reference, prompts(8), 4, decode, {"a": 1.0}, seed=0)
-    assert best.kl == pytest.approx(math.log(4) - 3 / 4)
+    best = D.best_of_n(reference, prompts(8), (1, 4), decode, {"a": 1.0}, seed=0)
+    assert best[4].kl == pytest.approx(math.log(4) - 3 / 4)
+    assert best[1].kl == 0.0  # one sample is the reference itself
+    assert best[4].reward >= best[1].reward  # the best of 4 includes the 1
+
+
+def test_pairs_whose_completions_score_the_same_are_dropped():
+    valence = {"a": 1.0}
+    pairs = D.preference_pairs(tiny_reference(), prompts(32), decode, valence, seed=0)
+    assert 0 < len(pairs) < 32  # a tiny random GPT writes a's in most completions, but not in all
+    chosen, rejected = D.rewards(pairs.chosen, decode, valence), D.rewards(pairs.rejected, decode, valence)
+    assert (chosen != rejected).all()
+    assert len(pairs.reference_chosen) == len(pairs.reference_rejected) == len(pairs)

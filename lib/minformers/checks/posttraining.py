@@ -1,5 +1,5 @@
 """Checks for the post-training pages: the response mask of supervised fine-tuning, the
-merge of a LoRA adapter.
+merge of a LoRA adapter, the DPO loss.
 
 >>> def includes_padding(prompt_lengths, lengths, T):  # forgets where the example ends
 ...     return torch.arange(T) >= prompt_lengths[:, None]
@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from minformers import lora, sft
+from minformers import lora, preference, sft
 from minformers.checks import Case, run_check, seeded_generator
 
 
@@ -86,4 +86,31 @@ def check_lora_merge(
         cases,
         # merge calls delta_weight: blocking it blocks every way through the lib
         blocked_functions=[lora.LoRALinear.delta_weight, lora.merge_lora],
+    )
+
+
+def check_dpo_loss(
+    learner: Callable[
+        [torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, float], torch.Tensor
+    ],
+) -> None:
+    """Exercise: `learner(policy_chosen, policy_rejected, reference_chosen,
+    reference_rejected, beta)`, each (B,) summed log-probabilities, is the mean DPO loss
+    of the batch, as preference.dpo_loss gives it."""
+    draw = seeded_generator()
+
+    def batch(size: int, beta: float, spread: float = 5.0) -> Case:
+        logps = [-spread * torch.rand(size, generator=draw) for _ in range(4)]
+        return Case(f"a batch of {size}, beta = {beta}", (*logps, beta))
+
+    cases = [batch(1, 0.1), batch(4, 0.5), batch(7, 1.0), batch(3, 0.05, spread=80.0)]
+    # the policy equal to the reference: the loss is log 2 whatever beta is
+    same = -torch.rand(5, generator=draw)
+    cases.append(Case("policy = reference", (same, same - 1, same, same - 1, 0.3)))
+    run_check(
+        "check_dpo_loss",
+        learner,
+        preference.dpo_loss,
+        cases,
+        blocked_functions=[preference.dpo_loss, preference.implicit_reward],
     )

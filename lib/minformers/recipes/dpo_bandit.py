@@ -66,10 +66,12 @@ def train_dpo(
     pairs_per_step: int = 512,
     lr: float = 0.1,
     seed: int = 0,
+    pairs=preference_pairs,
 ) -> tuple[torch.Tensor, list[float]]:
-    """Train the policy's logits (from the reference's) with DPO on fresh pairs; return
-    its log-probabilities and KL(policy || pi*) after each step. Adam's step decays
-    linearly to zero, so the last steps average out the draw of the pairs."""
+    """Train the policy's logits (from the reference's) with DPO on fresh pairs, drawn
+    by ``pairs(bandit, n, draw)``; return its log-probabilities and KL(policy || pi*)
+    after each step. Adam's step decays linearly to zero, so the last steps average out
+    the draw of the pairs."""
     reference, target = bandit.reference(), bandit.optimum(beta)
     logits = reference.clone().requires_grad_()
     optimizer = torch.optim.Adam([logits], lr=lr)
@@ -77,7 +79,7 @@ def train_dpo(
     draw = torch.Generator().manual_seed(seed)
     kl_to_optimum = []
     for _ in range(steps):
-        chosen, rejected = preference_pairs(bandit, pairs_per_step, draw)
+        chosen, rejected = pairs(bandit, pairs_per_step, draw)
         policy = logits.log_softmax(0)
         loss = dpo_loss(
             policy[chosen],

@@ -14,6 +14,7 @@ fine-tuning on the chosen completions alone.
     3.7
 """
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -82,15 +83,23 @@ def preference_pairs(
     reference, prompt_ids: torch.Tensor, decode, valence, seed: int
 ) -> Pairs:
     """Two completions per prompt from the reference, ordered by a Bradley-Terry draw
-    on the true reward: the first is chosen with probability sigmoid(r1 - r2)."""
+    on the true reward: the first is chosen with probability sigmoid(r1 - r2). A pair
+    whose two completions score the same (often both 0: no word the lexicon knows) is
+    dropped, as preference datasets drop ties: its label would be a coin toss."""
     first, second = (
         sample(reference, prompt_ids, seed),
         sample(reference, prompt_ids, seed + 1),
     )
+    first_reward, second_reward = (
+        rewards(first, decode, valence),
+        rewards(second, decode, valence),
+    )
+    untied = first_reward != second_reward
+    first, second = first[untied], second[untied]
     draw = torch.Generator().manual_seed(seed + 2)
-    first_wins = bradley_terry_wins(
-        rewards(first, decode, valence), rewards(second, decode, valence), draw
-    )[:, None]
+    first_wins = bradley_terry_wins(first_reward[untied], second_reward[untied], draw)[
+        :, None
+    ]
     chosen = torch.where(first_wins, first, second)
     rejected = torch.where(first_wins, second, first)
     with torch.no_grad():
@@ -183,16 +192,24 @@ def measure(policy, reference, prompt_ids, decode, valence, seed: int) -> Measur
     )
 
 
-def best_of_n(reference, prompt_ids, n: int, decode, valence, seed: int) -> Measured:
-    """Sample n completions per prompt from the reference and keep the best by the true
-    reward. Its KL from the reference is at most log n - (n - 1) / n (Beirami et al.
-    2024), reported as that bound."""
+def best_of_n(
+    reference, prompt_ids, ns: tuple[int, ...], decode, valence, seed: int
+) -> dict[int, Measured]:
+    """For each n in ``ns``: sample n completions per prompt from the reference and
+    keep the best by the true reward (the smaller n reuse the larger's first samples).
+    Its KL from the reference is at most log n - (n - 1) / n (Beirami et al. 2024),
+    reported as that bound."""
     scores = torch.stack(
         [
             rewards(sample(reference, prompt_ids, seed + i), decode, valence)
-            for i in range(n)
+            for i in range(max(ns))
         ]
-    )  # (n, prompts)
-    best = scores.max(0).values
-    bound = torch.log(torch.tensor(float(n))).item() - (n - 1) / n
-    return Measured(best.mean().item(), (best.std() / len(best) ** 0.5).item(), bound)
+    )  # (samples, prompts)
+    measured = {}
+    for n in ns:
+        best = scores[:n].max(0).values
+        bound = math.log(n) - (n - 1) / n
+        measured[n] = Measured(
+            best.mean().item(), (best.std() / len(best) ** 0.5).item(), bound
+        )
+    return measured
