@@ -21,7 +21,7 @@ instead would change which policy is optimal (it favours long answers less).
 import torch
 import torch.nn.functional as F
 
-from minformers.sft import IGNORE_INDEX
+from minformers.sft import token_log_probs
 
 
 def sequence_log_probs(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -34,11 +34,7 @@ def sequence_log_probs(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tens
     >>> sequence_log_probs(logits, labels) / torch.log(torch.tensor(0.25))
     tensor([2.])
     """
-    targets = labels[:, 1:]  # (B, T - 1)
-    counted = targets != IGNORE_INDEX
-    log_probs = logits[:, :-1].log_softmax(-1)  # (B, T - 1, V)
-    picked = log_probs.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-    return (picked * counted).sum(-1)
+    return token_log_probs(logits, labels).sum(-1)
 
 
 def dpo_loss(

@@ -58,6 +58,21 @@ def sft_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     )
 
 
+def token_log_probs(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Each labelled next token's log-probability, read as ``sft_loss`` reads them
+    (position t predicts label t + 1), and 0 where the label is -100: what DPO sums over
+    an answer and GRPO weighs token by token. (B, T, V), (B, T) -> (B, T - 1).
+
+    >>> logits = torch.zeros(1, 3, 4)  # uniform over 4 tokens
+    >>> token_log_probs(logits, torch.tensor([[-100, 2, -100]])).exp()
+    tensor([[0.2500, 1.0000]])
+    """
+    targets = labels[:, 1:]  # (B, T - 1)
+    log_probs = logits[:, :-1].log_softmax(-1)  # (B, T - 1, V)
+    picked = log_probs.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return picked * (targets != IGNORE_INDEX)
+
+
 def sft_batch(
     examples: Sequence[Sequence[int]],
     prompt_lengths: Sequence[int],
