@@ -17,7 +17,7 @@ By role:
   `activations`, `language_modeling`, `finetuning`, `similarity`, `word2vec`;
 - decoding: `generation`, `seq2seq_decoding`, `in_context`;
 - post-training: `sft` (instruction tuning, the loss on answers only), `lora`,
-  `preference` (DPO);
+  `preference` (DPO), `grpo` (RL from rewards a program computes);
 - what pretraining does, measured: `memorization`, `deduplication`, `retrieval`,
   `scaling`;
 - systems: `memory`, `distributed`, `ddp_train`;
