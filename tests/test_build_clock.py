@@ -55,17 +55,17 @@ def test_calibrations_before_and_after_a_build_combine_into_the_median_of_all_th
     assert build_clock.combine(build_clock.given(2.0), build_clock.given(2.0))["factor"] == 2.0  # given, not measured
 
 
-def test_repeats_taken_between_the_pages_join_the_median(tmp_path):
+def test_readings_taken_between_the_pages_are_kept_but_not_counted(tmp_path):
     before = {**build_clock.given(1.1), "repeats": [1.0, 1.2, 1.1]}
     after = {**build_clock.given(1.4), "repeats": [1.4, 1.3, 1.5]}
     probes = tmp_path / "probes.txt"
     assert build_clock.probed(probes) == []  # no probe ran: the file is absent
     probes.write_text("1.6\n1.7\n")
     clock = build_clock.combine(before, after, build_clock.probed(probes))
-    assert clock["factor"] == pytest.approx(1.35)  # the middle two of eight: 1.3 and 1.4
+    assert clock["factor"] == pytest.approx(1.25)  # before and after only
     assert clock["during"] == [1.6, 1.7]
-    assert ("1.35, the median of all 8 calibrations (1.10 before the build, 2 between pages from 1.60 to 1.70, "
-            "1.40 after)") in build_clock.describe(clock)
+    assert ("1.25, the median of all 6 calibrations (1.10 before the build, 1.40 after; between pages, not "
+            "counted: 2 from 1.60 to 1.70)") in build_clock.describe(clock)
 
 
 def test_the_build_times_the_machine_before_every_fourth_page_that_runs_code(tmp_path, monkeypatch):

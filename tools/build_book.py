@@ -8,7 +8,7 @@ blown budget.
                                                            (make page PAGE=NAME)
 
 It measures the machine factor (tools/build_clock.py: how much slower than the reference machine this one runs the
-pages' kind of work) before, between the pages of, and after running `jupyter-book build --all -W -n --keep-going`,
+pages' kind of work) before and after running `jupyter-book build --all -W -n --keep-going`,
 so every page is read again and any failing cell or Sphinx warning fails the build. Then it reads
 `_build/timings.json` (written by tools/course_site/timings.py), adds each page's reference seconds (seconds /
 factor) and checks them, so that a budget means the same on a fast machine and a slow one:
@@ -148,7 +148,7 @@ def build(root: Path, reuse: bool = False, page: str | None = None, factor: floa
         shutil.rmtree(root / "_build" / "checkpoints", ignore_errors=True)
     probes = output / "_build" / "clock_probes.txt"
     probes.unlink(missing_ok=True)
-    if not factor and not page and not reuse:  # a whole book executed: the clock also runs between its pages
+    if not factor and not page and not reuse:  # a whole book executed: the clock is also read between its pages
         environment[build_clock.PROBES] = str(probes)
     started = time.perf_counter()
     command = [str(jupyter_book), "build", "--all", "-W", "-n", "--keep-going", "--path-output", str(output),
@@ -161,7 +161,7 @@ def build(root: Path, reuse: bool = False, page: str | None = None, factor: floa
         print(f"\nbuild failed before any page was timed (exit {result.returncode})", file=sys.stderr)
         return result.returncode or 1
     # Timed again after the build: a machine's speed drifts over the build's minutes (other tenants of the host),
-    # and the median of the repeats before, between the pages and after follows the build better than any alone.
+    # and the median of both calibrations' repeats follows the build better than either alone.
     after = build_clock.given(factor) if factor else build_clock.measure()
     clock = build_clock.combine(before, after, build_clock.probed(probes))
     print(f"after the build, {build_clock.describe(after)}\n{build_clock.describe(clock)}")

@@ -13,11 +13,12 @@ Each part's time divided by its time on the reference machine (REFERENCE_SECONDS
 does that kind of work; the machine factor is the mean of those ratios weighted by how much of the book each kind
 of work is (WEIGHTS). A page's reference seconds are its seconds divided by the factor.
 
-The speed of a machine of this kind wanders by 10% or more over minutes (other tenants of its host): on one CI
-machine, calibrations a few minutes apart gave 1.79 and 2.05. So a build's factor is not taken from one moment:
-the workload runs three times before the build, once before every PROBE_EVERY-th page that runs code (between
-pages, never beside one: tools/course_site/timings.py), and three times after, and the factor is the median of all
-those repeats, which sample the same minutes as the pages.
+The speed of a machine of this kind wanders by 10% or more over minutes (other tenants of its host): in one CI run,
+calibrations minutes apart gave 1.79 and 2.05, while the pages of two builds on such machines took the same seconds
+within 4%. So the factor is the median of the repeats before and after the build. The build also times the
+workload once before every PROBE_EVERY-th page that runs code (tools/course_site/timings.py) and prints those
+readings, without counting them: in the first build that took them, they read 1.63 to 1.87 while the calibrations
+before it read 1.95 and its pages ran as a factor near 1.98 predicts. A better clock needs more such records.
 
     python tools/build_clock.py                  # measure, print the factor
     python tools/build_clock.py --json           # the same, as JSON (benchmarks/bench_clock.py)
@@ -206,17 +207,17 @@ def measure(repeats: int = REPEATS) -> dict:
 
 
 def combine(before: dict, after: dict, during: list[float] = ()) -> dict:
-    """One clock from the calibrations before and after a build and the repeats taken `during` it: the median of
-    all their repeats."""
+    """One clock from the calibrations before and after a build: the median of all their repeats. The readings
+    taken `during` it, between pages, are kept for the record, not counted (see the module's docstring)."""
     if not before["repeats"] or not after["repeats"]:
         return before  # a factor given, not measured
-    repeats = before["repeats"] + list(during) + after["repeats"]
+    repeats = before["repeats"] + after["repeats"]
     return {**after, "factor": statistics.median(repeats), "repeats": repeats,
             "before": before["factor"], "during": list(during), "after": after["factor"]}
 
 
-PROBES = "MINFORMERS_CLOCK_PROBES"  # set by tools/build_book.py: the file the repeats taken during a build go to
-PROBE_EVERY = 4  # pages that run code: about 8 repeats in a full build, about 80 s on a machine of factor 2
+PROBES = "MINFORMERS_CLOCK_PROBES"  # set by tools/build_book.py: the file the readings taken during a build go to
+PROBE_EVERY = 4  # pages that run code: about 8 readings in a full build, about 75 s on a machine of factor 2
 
 
 def probe(path: str | Path) -> None:
@@ -243,9 +244,10 @@ def describe(clock: dict) -> str:
         return f"machine factor {clock['factor']:.2f}, as given (not measured)"
     if "before" in clock:
         during = clock.get("during", [])
-        between = (f", {len(during)} between pages from {min(during):.2f} to {max(during):.2f}" if during else "")
+        between = (f"; between pages, not counted: {len(during)} from {min(during):.2f} to {max(during):.2f}"
+                   if during else "")
         return (f"the build's machine factor is {clock['factor']:.2f}, the median of all {len(clock['repeats'])} "
-                f"calibrations ({clock['before']:.2f} before the build{between}, {clock['after']:.2f} after)")
+                f"calibrations ({clock['before']:.2f} before the build, {clock['after']:.2f} after{between})")
     parts = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in clock["parts"].items())
     return (f"machine factor {clock['factor']:.2f} (median of {len(clock['repeats'])} calibrations: {parts}; "
             f"{clock['seconds']:.2f} s in all, {sum(REFERENCE_SECONDS.values()):.2f} s on the reference machine)")
