@@ -107,6 +107,37 @@ def sft_batch(
 
 
 @torch.no_grad()
+def continuations(
+    model: torch.nn.Module,
+    prompts: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    end_id: int,
+    samples: int = 1,
+    temperature: float = 0.0,
+    generator: torch.Generator | None = None,
+) -> list[list[list[int]]]:
+    """For each prompt, ``samples`` texts ``model`` writes after it (greedily at
+    temperature 0), each cut just after its end token, which it keeps (or at
+    ``max_new_tokens`` tokens). Prompts of one length are decoded together, in one
+    batch: with no attention mask, padding them would change what they read."""
+    by_length = defaultdict(list)
+    for index, prompt in enumerate(prompts):
+        by_length[len(prompt)].append(index)
+    written: list[list[list[int]]] = [[] for _ in prompts]
+    for length, indices in by_length.items():
+        # (B * samples, T): each prompt's samples side by side
+        batch = torch.tensor([list(prompts[i]) for i in indices]).repeat_interleave(
+            samples, 0
+        )
+        texts = generate(
+            model, batch, max_new_tokens, temperature, generator=generator
+        )[:, length:].tolist()
+        for row, tokens in enumerate(texts):
+            end = tokens.index(end_id) + 1 if end_id in tokens else len(tokens)
+            written[indices[row // samples]].append(tokens[:end])
+    return written
+
+
 def greedy_responses(
     model: torch.nn.Module,
     prompts: Sequence[Sequence[int]],
@@ -114,17 +145,6 @@ def greedy_responses(
     end_id: int,
 ) -> list[list[int]]:
     """What ``model`` writes greedily after each prompt, up to and without the end
-    token (or ``max_new_tokens`` tokens). Prompts of one length are decoded together,
-    in one batch: with no attention mask, padding them would change what they read."""
-    by_length = defaultdict(list)
-    for index, prompt in enumerate(prompts):
-        by_length[len(prompt)].append(index)
-    responses: list[list[int]] = [[] for _ in prompts]
-    for length, indices in by_length.items():
-        batch = torch.tensor([list(prompts[i]) for i in indices])  # (B, T)
-        written = generate(model, batch, max_new_tokens, temperature=0.0)[:, length:]
-        for index, tokens in zip(indices, written.tolist(), strict=True):
-            responses[index] = (
-                tokens[: tokens.index(end_id)] if end_id in tokens else tokens
-            )
-    return responses
+    token (or ``max_new_tokens`` tokens)."""
+    texts = continuations(model, prompts, max_new_tokens, end_id)
+    return [text[0][:-1] if text[0][-1:] == [end_id] else text[0] for text in texts]
