@@ -973,7 +973,37 @@ def stub_dpo_loss(pc, pr, rc, rr, beta):
     raise NotImplementedError("-log sigmoid(beta times the difference of the two log-ratios), averaged")
 
 
+def group_advantages_by_loop(rewards, group_size):
+    advantages = []
+    for start in range(0, len(rewards), group_size):
+        group = rewards[start : start + group_size].tolist()
+        mean = sum(group) / len(group)
+        std = (sum((r - mean) ** 2 for r in group) / (len(group) - 1)) ** 0.5
+        advantages += [(r - mean) / (std + 1e-4) for r in group]
+    return torch.tensor(advantages)
+
+
+def group_advantages_population_std(rewards, group_size):  # divides by n, not n - 1
+    groups = rewards.view(-1, group_size)
+    return ((groups - groups.mean(1, keepdim=True)) / (groups.std(1, unbiased=False, keepdim=True) + 1e-4)).flatten()
+
+
+def group_advantages_over_the_batch(rewards, group_size):  # one mean and std for every answer
+    return (rewards - rewards.mean()) / (rewards.std() + 1e-4)
+
+
+def group_advantages_by_lib(rewards, group_size):
+    from minformers.grpo import group_advantages
+
+    return group_advantages(rewards, group_size)
+
+
+def stub_group_advantages(rewards, group_size):
+    raise NotImplementedError("each reward minus its group's mean, over the group's std + 1e-4")
+
+
 CHECKS = {
+    "group_advantages": (checks.check_group_advantages, group_advantages_by_loop, stub_group_advantages),
     "dpo_loss": (checks.check_dpo_loss, dpo_loss_by_pair, stub_dpo_loss),
     "lora_merge": (checks.check_lora_merge, lora_merge_by_layer, stub_lora_merge),
     "response_mask": (checks.check_response_mask, response_mask_by_loop, stub_response_mask),
@@ -1112,6 +1142,9 @@ WRONG = [
     (checks.check_dpo_loss, dpo_loss_summed_over_the_batch, "case 'a batch of 4, beta = 0.5'"),
     (checks.check_dpo_loss, dpo_loss_with_beta_outside, "case 'a batch of 1, beta = 0.1'"),
     (checks.check_dpo_loss, dpo_loss_by_lib, "calls the library's own solution"),
+    (checks.check_group_advantages, group_advantages_population_std, "case 'one group of 4'"),
+    (checks.check_group_advantages, group_advantages_over_the_batch, "case 'two groups of 3'"),
+    (checks.check_group_advantages, group_advantages_by_lib, "calls the library's own solution"),
 ]
 
 

@@ -71,7 +71,12 @@ PARTS = {
         "check_peak_stashed_microbatches",
     ],
     "applications": ["check_bm25_scores", "check_next_token_targets"],
-    "posttraining": ["check_response_mask", "check_lora_merge", "check_dpo_loss"],
+    "posttraining": [
+        "check_response_mask",
+        "check_lora_merge",
+        "check_dpo_loss",
+        "check_group_advantages",
+    ],
 }
 _PART_OF = {check: part for part, checks in PARTS.items() for check in checks}
 

@@ -1,5 +1,5 @@
 """Checks for the post-training pages: the response mask of supervised fine-tuning, the
-merge of a LoRA adapter, the DPO loss.
+merge of a LoRA adapter, the DPO loss, GRPO's group advantages.
 
 >>> def includes_padding(prompt_lengths, lengths, T):  # forgets where the example ends
 ...     return torch.arange(T) >= prompt_lengths[:, None]
@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from minformers import lora, preference, sft
+from minformers import grpo, lora, preference, sft
 from minformers.checks import Case, run_check, seeded_generator
 
 
@@ -113,4 +113,31 @@ def check_dpo_loss(
         preference.dpo_loss,
         cases,
         blocked_functions=[preference.dpo_loss, preference.implicit_reward],
+    )
+
+
+def check_group_advantages(
+    learner: Callable[[torch.Tensor, int], torch.Tensor],
+) -> None:
+    """Exercise: `learner(rewards, group_size)`, rewards (B,) holding groups of
+    `group_size` answers one after another, is each answer's advantage: its reward minus
+    its group's mean, over the group's standard deviation (unbiased) plus 1e-4, as
+    grpo.group_advantages gives it."""
+    draw = seeded_generator()
+    right = (torch.rand(24, generator=draw) < 0.4).float()  # 3 groups of 8, 0 or 1
+    scores = right + 0.1 * (torch.rand(24, generator=draw) < 0.8).float()
+    cases = [
+        Case("one group of 4", (torch.tensor([1.0, 0.0, 0.0, 1.0]), 4)),
+        Case("two groups of 3", (torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0]), 3)),
+        Case("a group whose answers all scored alike", (torch.ones(5), 5)),
+        Case("3 groups of 8, right or wrong", (right, 8)),
+        Case("3 groups of 8, with a format reward", (scores, 8)),
+        Case("6 groups of 4, the same rewards", (scores, 4)),
+    ]
+    run_check(
+        "check_group_advantages",
+        learner,
+        grpo.group_advantages,
+        cases,
+        blocked_functions=[grpo.group_advantages],
     )

@@ -63,7 +63,7 @@ class RLRun:
     epsilon: float = 0.2  # the ratio's clip
     # a constant rate after warmup (the runs are short); 1e-3 undid the start's skill
     schedule: TrainConfig = TrainConfig(
-        steps=40, lr=3e-4, warmup_steps=4, min_lr_ratio=1.0, eval_every=10
+        steps=40, lr=3e-4, warmup_steps=4, min_lr_ratio=1.0, eval_every=20
     )
     seed: int = 0  # the draw of the words and of the samples
 
@@ -134,7 +134,8 @@ def grpo_step_loss(
 ) -> dict:
     """Sample a group of answers to each example, score them, and return the GRPO loss
     (one update per batch, so the sampling policy is the current one, detached) with
-    the mean reward and the share of groups whose answers all scored alike."""
+    the mean reward, the share of right answers and the share of groups whose answers
+    all scored alike."""
     decode = shakespeare_characters().tokenizer.decode
     written = sample(model, examples, run.group_size, generator)
     model.train()
@@ -148,18 +149,23 @@ def grpo_step_loss(
     advantages = group_advantages(rewards, run.group_size, run.scale_advantages)
     # a group whose answers all scored alike has advantages 0, so no gradient: it is
     # left out of the forward pass (DAPO's dynamic sampling, without the resampling)
-    learns = rewards.view(-1, run.group_size).std(1) > 0  # (prompts,)
-    metrics = {"reward": rewards.mean(), "flat groups": 1 - learns.float().mean()}
-    groups = learns.nonzero().flatten().tolist()
-    if not groups:  # a step that changes nothing but what Adam carries over
+    groups = rewards.view(-1, run.group_size)
+    learns = (groups != groups[:, :1]).any(1)  # (prompts,): not all alike
+    metrics = {
+        "reward": rewards.mean(),
+        "right": (rewards >= 1).float().mean(),
+        "flat groups": 1 - learns.float().mean(),
+    }
+    teaching = learns.nonzero().flatten().tolist()
+    if not teaching:  # a step that changes nothing but what Adam carries over
         zero = sum(parameter.sum() for parameter in model.parameters()) * 0.0
         return {"loss": zero, **metrics}
     prompts = prompt_ids(examples)
-    texts = [prompts[g] + answer for g in groups for answer in written[g]]
-    starts = [len(prompts[g]) for g in groups for _ in written[g]]
+    texts = [prompts[g] + answer for g in teaching for answer in written[g]]
+    starts = [len(prompts[g]) for g in teaching for _ in written[g]]
     ids, labels = sft_batch(texts, starts, end_id())
     policy = token_log_probs(model(ids), labels)  # (B, T - 1)
-    kept = advantages.view(-1, run.group_size)[groups].flatten()
+    kept = advantages.view(-1, run.group_size)[teaching].flatten()
     mask = labels[:, 1:] != -100
     loss = grpo_loss(policy, policy.detach(), kept, mask, run.epsilon)
     return {"loss": loss, **metrics}
@@ -171,7 +177,7 @@ def train_rl(
     """Train from the instruction-tuned model as ``run`` says (or load the result);
     every ``eval_every`` steps, pass@1 on the held-out words, estimated from
     EVAL_SAMPLES answers to each. Returns the model (eval mode) and History ("loss",
-    and for GRPO "reward" and "flat groups"; eval "pass@1")."""
+    and for GRPO "reward", "right" and "flat groups"; eval "pass@1")."""
     with contextlib.redirect_stderr(io.StringIO()):
         model, _ = fine_tune(SFTRun(), progress=False)
     by_length: dict[int, list[str]] = {}
@@ -212,14 +218,35 @@ def train_rl(
     return model.eval(), history
 
 
-def outcome(run: RLRun) -> tuple[History, list[int]]:
-    """Train as ``run`` says (or load it) and count the right answers among
-    PASS_AT_K_SAMPLES sampled for each of EVAL_WORDS held-out words, quietly: one of
-    several runs shared out over ``parallel.map_in_workers``."""
+@dataclass
+class Outcome:
+    history: History
+    held_out: list[int]  # right answers of PASS_AT_K_SAMPLES, per held-out word
+    practised: list[int]  # of EVAL_SAMPLES, per word of practised_words()
+
+
+def outcome(run: RLRun) -> Outcome:
+    """Train as ``run`` says (or load it) and count its right answers on the held-out
+    words and on words it trains on, quietly: one of several runs shared out over
+    ``parallel.map_in_workers``."""
     with contextlib.redirect_stderr(io.StringIO()):
         model, history = train_rl(run, progress=False)
-    return history, correct_counts(model, held_out_words(), PASS_AT_K_SAMPLES)
+    return Outcome(
+        history,
+        correct_counts(model, held_out_words(), PASS_AT_K_SAMPLES),
+        correct_counts(model, practised_words(), EVAL_SAMPLES),
+    )
 
 
 def held_out_words() -> list[Example]:
+    """EVAL_WORDS held-out words, the same every time."""
     return held_out_examples(EVAL_WORDS, (TASK,))
+
+
+def practised_words() -> list[Example]:
+    """EVAL_WORDS of the training words, the same every time: words that supervised
+    fine-tuning showed the model and that the runs draw from."""
+    words = task_words()["train"]
+    draw = torch.Generator().manual_seed(0)
+    chosen = torch.randperm(len(words), generator=draw)[:EVAL_WORDS].tolist()
+    return [Example(TASK, words[i]) for i in chosen]
