@@ -9,7 +9,15 @@ import transformers
 from minformers.convert.gpt2 import hf_gpt2_config, hf_gpt2_state_dict
 from minformers.generation import generate
 from minformers.gpt import GPT, GPTConfig
-from minformers.sft import IGNORE_INDEX, greedy_responses, masked_labels, response_mask, sft_batch, sft_loss
+from minformers.sft import (
+    IGNORE_INDEX,
+    continuations,
+    greedy_responses,
+    masked_labels,
+    response_mask,
+    sft_batch,
+    sft_loss,
+)
 
 torch.set_num_threads(1)
 TINY = GPTConfig(vocab_size=23, d_model=32, n_layers=2, n_heads=4, d_ff=48, max_len=16, dropout=0.0)
@@ -75,6 +83,35 @@ def test_greedy_answers_stop_before_the_end_token():
     written = generate(model, torch.tensor([[1, 2]]), 6, temperature=0.0)[0, 2:].tolist()
     end = written[2]  # call the third token written the end token: the answer is what comes before it
     assert greedy_responses(model, [[1, 2]], max_new_tokens=6, end_id=end) == [written[: written.index(end)]]
+
+
+def test_sampled_continuations_are_each_prompts_own_samples_cut_after_the_end_token():
+    torch.manual_seed(4)
+    model = GPT(TINY).eval()
+    prompts = [[1, 2, 3], [4, 5], [6, 7, 8]]
+    texts = continuations(model, prompts, 6, end_id=5, samples=4, temperature=1.0,
+                          generator=torch.Generator().manual_seed(0))
+    assert [len(samples) for samples in texts] == [4, 4, 4]
+    for samples in texts:
+        for text in samples:
+            assert 1 <= len(text) <= 6
+            assert 5 not in text[:-1]  # cut just after the first end token, which stays
+            assert text[-1] == 5 or len(text) == 6
+    # the two prompts of length 3 were decoded in one batch of 8: what the second wrote is what it writes
+    # alone when the same random draws come to it, after the first prompt's 4 rows
+    draw = torch.Generator().manual_seed(0)
+    batch = torch.tensor([[1, 2, 3]] * 4 + [[6, 7, 8]] * 4)
+    written = generate(model, batch, 6, temperature=1.0, generator=draw)[:, 3:].tolist()
+    cut = [w[: w.index(5) + 1] if 5 in w else w for w in written]
+    assert texts[0] == cut[:4] and texts[2] == cut[4:]
+
+
+def test_greedy_continuations_keep_the_end_token_that_greedy_answers_drop():
+    torch.manual_seed(3)
+    model = GPT(TINY).eval()
+    written = generate(model, torch.tensor([[1, 2]]), 6, temperature=0.0)[0, 2:].tolist()
+    end = written[2]
+    assert continuations(model, [[1, 2]], 6, end_id=end) == [[written[: written.index(end) + 1]]]
 
 
 @pytest.mark.parametrize(("examples", "prompt_lengths", "match"), [
