@@ -29,8 +29,8 @@ def group_advantages(
     rewards: torch.Tensor, group_size: int, scale: bool = True
 ) -> torch.Tensor:
     """Each answer's reward minus its group's mean, divided by the group's standard
-    deviation (unbiased, plus 1e-4) when ``scale``. ``rewards`` (B,) holds the groups one
-    after another, ``group_size`` answers each."""
+    deviation (unbiased, plus 1e-4) when ``scale``. ``rewards`` (B,) holds the groups
+    one after another, ``group_size`` answers each."""
     if rewards.numel() % group_size:
         raise ValueError(
             f"{rewards.numel()} rewards do not make groups of {group_size}"
