@@ -21,6 +21,8 @@ By role:
 - what pretraining does, measured: `memorization`, `deduplication`, `retrieval`,
   `scaling`;
 - systems: `memory`, `distributed`, `ddp_train`;
+- inference: `quantization` (integer codes and their scales, and GGUF's Q8_0 and Q4_1
+  blocks);
 - `convert`: weights to and from PyTorch, HF and GGUF, one module per target;
 - `checks`: the exercises' automatic checks, one module per part of the book;
 - `recipes`: the experiments of one chapter each, and the corpora they use;
