@@ -29,6 +29,7 @@ checks it against the ``gguf`` package bit for bit on SmolLM2's own tensors.
     tensor([[ 0.5039, -1.0079,  0.2520,  2.0000]])
 """
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,3 +135,18 @@ def dequantize_gguf(raw: np.ndarray, ggml_type: int) -> torch.Tensor:
     packed = blocks[..., 4:]
     codes = torch.cat([packed & 0x0F, packed >> 4], dim=-1).float()
     return (codes * scale + minimum).flatten(1)
+
+
+def with_quantized_weights(model: torch.nn.Module, quantize) -> torch.nn.Module:
+    """A copy of ``model`` whose every ``nn.Linear`` weight is replaced by what
+    ``quantize(weight)`` (a ``Quantized``) reads back: the model computes in float32
+    with the values the codes stand for, as a dequantizing kernel would. A weight shared
+    by two modules (tied embeddings) is quantized once, and stays shared."""
+    quantized = copy.deepcopy(model)
+    done: set[int] = set()
+    for module in quantized.modules():
+        if isinstance(module, torch.nn.Linear) and id(module.weight) not in done:
+            done.add(id(module.weight))
+            with torch.no_grad():
+                module.weight.copy_(quantize(module.weight).dequantize())
+    return quantized
