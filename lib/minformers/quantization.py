@@ -29,6 +29,7 @@ checks it against the ``gguf`` package bit for bit on SmolLM2's own tensors.
     tensor([[ 0.5039, -1.0079,  0.2520,  2.0000]])
 """
 
+import contextlib
 import copy
 from dataclasses import dataclass
 
@@ -150,3 +151,39 @@ def with_quantized_weights(model: torch.nn.Module, quantize) -> torch.nn.Module:
             with torch.no_grad():
                 module.weight.copy_(quantize(module.weight).dequantize())
     return quantized
+
+
+def int8_activations(
+    x: torch.Tensor, per: str = "tensor", keep: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``x`` (..., channels) as absmax int8 codes would read it back, with one scale for
+    the whole tensor (``per="tensor"``) or one per token (``"token"``); channels where
+    ``keep`` (channels,) bool is True pass through in float and do not set the scale,
+    as LLM.int8() keeps its outlier channels."""
+    if per not in ("tensor", "token"):
+        raise ValueError(f'per must be "tensor" or "token", got {per!r}')
+    rest = x if keep is None else x.masked_fill(keep, 0.0)
+    largest = (
+        rest.abs().amax() if per == "tensor" else rest.abs().amax(-1, keepdim=True)
+    )
+    scale = torch.where(largest > 0, largest / 127, torch.ones_like(largest))
+    values = (rest / scale).round().clamp(-127, 127) * scale
+    return values if keep is None else torch.where(keep, x, values)
+
+
+@contextlib.contextmanager
+def quantized_inputs(model: torch.nn.Module, quantize):
+    """Within the block, every ``nn.Linear`` of ``model`` reads ``quantize(name, x)``
+    instead of its input ``x``: simulated activation quantization."""
+    handles = [
+        module.register_forward_pre_hook(
+            lambda module, inputs, name=name: (quantize(name, inputs[0]),)
+        )
+        for name, module in model.named_modules()
+        if isinstance(module, torch.nn.Linear)
+    ]
+    try:
+        yield model
+    finally:
+        for handle in handles:
+            handle.remove()
