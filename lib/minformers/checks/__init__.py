@@ -69,6 +69,7 @@ PARTS = {
         "check_swish_derivative",
         "check_adamw_step",
         "check_peak_stashed_microbatches",
+        "check_int8_rows",
     ],
     "applications": ["check_bm25_scores", "check_next_token_targets"],
     "posttraining": [
