@@ -157,15 +157,24 @@ def int8_activations(
     x: torch.Tensor, per: str = "tensor", keep: torch.Tensor | None = None
 ) -> torch.Tensor:
     """``x`` (..., channels) as absmax int8 codes would read it back, with one scale for
-    the whole tensor (``per="tensor"``) or one per token (``"token"``); channels where
-    ``keep`` (channels,) bool is True pass through in float and do not set the scale,
-    as LLM.int8() keeps its outlier channels."""
-    if per not in ("tensor", "token"):
-        raise ValueError(f'per must be "tensor" or "token", got {per!r}')
+    the whole tensor (``per="tensor"``), one per token (``"token"``) or one per channel
+    over all tokens (``"channel"``); channels where ``keep`` (channels,) bool is True
+    pass through in float and do not set the scale, as LLM.int8() keeps its outliers.
+
+    >>> x = torch.tensor([[1.0, 100.0], [-1.0, 50.0]])  # channel 0 small, channel 1 large
+    >>> int8_activations(x, "tensor")[:, 0], int8_activations(x, "channel")[:, 0]
+    (tensor([ 0.7874, -0.7874]), tensor([ 1., -1.]))
+    """
+    largest_over = {
+        "tensor": None,
+        "token": (-1,),
+        "channel": tuple(range(x.dim() - 1)),
+    }
+    if per not in largest_over:
+        raise ValueError(f'per must be "tensor", "token" or "channel", got {per!r}')
     rest = x if keep is None else x.masked_fill(keep, 0.0)
-    largest = (
-        rest.abs().amax() if per == "tensor" else rest.abs().amax(-1, keepdim=True)
-    )
+    dims = largest_over[per]
+    largest = rest.abs().amax() if dims is None else rest.abs().amax(dims, keepdim=True)
     scale = torch.where(largest > 0, largest / 127, torch.ones_like(largest))
     values = (rest / scale).round().clamp(-127, 127) * scale
     return values if keep is None else torch.where(keep, x, values)
