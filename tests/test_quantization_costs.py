@@ -10,7 +10,7 @@ from minformers.quantization import affine, int8_activations, quantized_inputs
 from minformers.recipes.quantization_costs import (
     held_out_loss,
     input_peaks,
-    int8_kernel,
+    int8_kernels,
     state_megabytes,
     weight_costs,
     weight_error,
@@ -131,7 +131,7 @@ def test_torch_s_int8_kernel_is_per_tensor_7_bit_activations_times_per_channel_i
     (reduce_range) with 0 in range, weights symmetric per output channel with scale max|w| / 127.5."""
     torch.manual_seed(4)
     layer = torch.nn.Sequential(torch.nn.Linear(64, 32))
-    kernel = int8_kernel(layer)
+    kernel, _ = int8_kernels(layer)
     assert type(kernel[0]).__module__.startswith("torch.ao.nn.quantized.dynamic")
     codes, _ = kernel[0]._packed_params._weight_bias()
     weight = layer[0].weight.detach()
@@ -150,8 +150,11 @@ def test_torch_s_int8_kernel_is_per_tensor_7_bit_activations_times_per_channel_i
     torch.testing.assert_close(kernel(x), simulated, rtol=1e-5, atol=1e-5)
 
 
-def test_a_spared_layer_stays_float_and_int8_layers_save_a_quarter_of_the_bytes():
+def test_a_spared_layer_stays_float_the_others_are_shared_and_int8_saves_three_quarters_of_the_bytes():
     model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Linear(256, 256))
-    mixed = int8_kernel(model, spared={"1"})
-    assert type(mixed[1]) is torch.nn.Linear and type(mixed[0]) is not torch.nn.Linear
-    assert state_megabytes(int8_kernel(model)) < 0.3 * state_megabytes(model)
+    converted, mixed = int8_kernels(model, spared={"1"})
+    assert type(mixed[1]) is torch.nn.Linear and mixed[1] is not model[1]
+    assert mixed[0] is converted[0] and type(converted[0]) is not torch.nn.Linear
+    assert state_megabytes(converted) < 0.3 * state_megabytes(model)
+    x = torch.randn(3, 256)
+    torch.testing.assert_close(mixed(x), model[1](converted[0](x)), rtol=0, atol=0)

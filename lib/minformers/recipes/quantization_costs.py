@@ -103,31 +103,37 @@ def input_peaks(model: torch.nn.Module, ids: torch.Tensor) -> dict:
     return peaks
 
 
-def int8_kernel(model: torch.nn.Module, spared=()) -> torch.nn.Module:
-    """A copy of ``model`` whose linear layers, but those named in ``spared``, are
-    torch's dynamic int8 ones, with one weight scale per output channel."""
+def int8_kernels(model: torch.nn.Module, spared=()) -> tuple:
+    """Two copies of ``model`` on torch's dynamic int8 linear layers, with one weight
+    scale per output channel: one with every linear layer converted, and one that keeps
+    the layers named in ``spared`` in float32 and shares the first's other layers."""
     per_channel = torch.ao.quantization.per_channel_dynamic_qconfig
-    spec = {
-        name: per_channel
-        for name, module in model.named_modules()
-        if isinstance(module, torch.nn.Linear) and name not in spared
-    }
+    linear = [n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
     with warnings.catch_warnings():
-        warnings.simplefilter(
-            "ignore"
-        )  # torch.ao's notice of a successor not in this torch
-        return torch.ao.quantization.quantize_dynamic(copy.deepcopy(model), spec)
+        # torch.ao's notice of a successor, which this torch does not have
+        warnings.simplefilter("ignore")
+        converted = torch.ao.quantization.quantize_dynamic(
+            copy.deepcopy(model), dict.fromkeys(linear, per_channel)
+        )
+    mixed = copy.deepcopy(model)
+    for name in linear:
+        if name not in spared:
+            mixed.set_submodule(name, converted.get_submodule(name))
+    return converted, mixed
 
 
 @torch.no_grad()
 def tokens_per_second(model: torch.nn.Module, ids: torch.Tensor, repeats=3) -> float:
-    """Tokens of ``ids`` (batch, length) a forward pass handles per second, after one
-    pass to warm up."""
+    """Tokens of ``ids`` (batch, length) a forward pass handles per second: the
+    fastest of ``repeats`` passes after one to warm up, the least disturbed by other
+    work on the machine."""
     model(ids)
-    started = time.perf_counter()
+    seconds = []
     for _ in range(repeats):
+        started = time.perf_counter()
         model(ids)
-    return ids.numel() * repeats / (time.perf_counter() - started)
+        seconds.append(time.perf_counter() - started)
+    return ids.numel() / min(seconds)
 
 
 def state_megabytes(model: torch.nn.Module) -> float:
