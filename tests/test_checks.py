@@ -1030,7 +1030,32 @@ def stub_int8_rows(weight):
     raise NotImplementedError("each row over its largest magnitude / 127, rounded, times it")
 
 
+def residual_by_loop(p, q):
+    weights = [max(0.0, a - b) for a, b in zip(p.flatten().tolist(), q.expand_as(p).flatten().tolist(), strict=True)]
+    weights = torch.tensor(weights).reshape(p.shape)
+    return weights / weights.sum(-1, keepdim=True)
+
+
+def residual_unnormalised(p, q):
+    return (p - q).clamp(min=0)
+
+
+def residual_without_clamp(p, q):  # negative weights where the draft over-proposes
+    return (p - q) / (p - q).abs().sum(-1, keepdim=True)
+
+
+def residual_by_lib(p, q):
+    from minformers.speculative import residual
+
+    return residual(p, q)
+
+
+def stub_residual(p, q):
+    raise NotImplementedError("max(0, p - q), divided by its sum over the last dimension")
+
+
 CHECKS = {
+    "residual": (checks.check_residual, residual_by_loop, stub_residual),
     "int8_rows": (checks.check_int8_rows, int8_rows_by_loop, stub_int8_rows),
     "group_advantages": (checks.check_group_advantages, group_advantages_by_loop, stub_group_advantages),
     "dpo_loss": (checks.check_dpo_loss, dpo_loss_by_pair, stub_dpo_loss),
@@ -1177,6 +1202,9 @@ WRONG = [
     (checks.check_int8_rows, int8_rows_one_scale, "case 'a row with one large weight among small ones'"),
     (checks.check_int8_rows, int8_rows_truncated, "case 'one row'"),
     (checks.check_int8_rows, int8_rows_by_lib, "calls the library's own solution"),
+    (checks.check_residual, residual_unnormalised, "case 'one position'"),
+    (checks.check_residual, residual_without_clamp, "case 'one position'"),
+    (checks.check_residual, residual_by_lib, "calls the library's own solution"),
 ]
 
 

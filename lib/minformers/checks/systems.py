@@ -21,6 +21,7 @@ from minformers import (
     long_attention,
     optimizers,
     quantization,
+    speculative,
 )
 from minformers.checks import (
     Case,
@@ -295,4 +296,39 @@ def check_int8_rows(learner: Callable[[torch.Tensor], torch.Tensor]) -> None:
         _per_row_int8,
         cases,
         blocked_functions=[quantization.absmax_int8, quantization.affine],
+    )
+
+
+def check_residual(
+    learner: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+) -> None:
+    """Exercise: `learner(p, q)`, the target's and the draft's distributions (..., V),
+    is the distribution speculative sampling draws from after a rejected guess:
+    max(0, p - q), normalised over the last dimension."""
+    draw = seeded_generator()
+    p, q = (
+        torch.rand(4, 6, generator=draw).softmax(-1),
+        torch.rand(4, 6, generator=draw).softmax(-1),
+    )
+    cases = [
+        Case(
+            "one position",
+            (torch.tensor([0.5, 0.3, 0.2]), torch.tensor([0.2, 0.6, 0.2])),
+        ),
+        Case(
+            "a greedy draft, one-hot on a token the target likes less",
+            (p[0], torch.eye(6)[2]),
+        ),
+        Case(
+            "a draft with nothing left (all guesses kept): p itself",
+            (p[1], torch.zeros(6)),
+        ),
+        Case("4 positions of 6 tokens", (p, q)),
+    ]
+    run_check(
+        "check_residual",
+        learner,
+        speculative.residual,
+        cases,
+        blocked_functions=[speculative.residual],
     )
