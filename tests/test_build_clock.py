@@ -51,21 +51,21 @@ def test_calibrations_before_and_after_a_build_combine_into_the_median_of_all_th
     clock = build_clock.combine(before, after)
     assert clock["factor"] == pytest.approx(1.25)  # between 1.2 and 1.3, the middle two of six
     assert (clock["before"], clock["after"]) == (1.1, 1.4)
-    assert "1.25, the median of all 6 calibrations (1.10 before the build, 1.40 after)" in build_clock.describe(clock)
+    assert "1.25, the median of all 6 readings (1.10 before the build, 1.40 after)" in build_clock.describe(clock)
     assert build_clock.combine(build_clock.given(2.0), build_clock.given(2.0))["factor"] == 2.0  # given, not measured
 
 
-def test_readings_taken_between_the_pages_are_kept_but_not_counted(tmp_path):
+def test_readings_taken_between_the_pages_count_as_much_as_the_calibrations(tmp_path):
     before = {**build_clock.given(1.1), "repeats": [1.0, 1.2, 1.1]}
     after = {**build_clock.given(1.4), "repeats": [1.4, 1.3, 1.5]}
     probes = tmp_path / "probes.txt"
     assert build_clock.probed(probes) == []  # no probe ran: the file is absent
-    probes.write_text("1.6\n1.7\n")
+    probes.write_text("1.6\n1.7\n1.8\n")
     clock = build_clock.combine(before, after, build_clock.probed(probes))
-    assert clock["factor"] == pytest.approx(1.25)  # before and after only
-    assert clock["during"] == [1.6, 1.7]
-    assert ("1.25, the median of all 6 calibrations (1.10 before the build, 1.40 after; between pages, not "
-            "counted: 2 from 1.60 to 1.70)") in build_clock.describe(clock)
+    assert clock["factor"] == pytest.approx(1.4)  # the 5th of 9: 1.0 1.1 1.2 1.3 [1.4] 1.5 1.6 1.7 1.8
+    assert clock["during"] == [1.6, 1.7, 1.8]
+    assert ("1.40, the median of all 9 readings (1.10 before the build, 3 between pages from 1.60 to 1.80, "
+            "1.40 after)") in build_clock.describe(clock)
 
 
 def test_the_build_times_the_machine_before_every_fourth_page_that_runs_code(tmp_path, monkeypatch):

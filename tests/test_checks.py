@@ -1002,7 +1002,61 @@ def stub_group_advantages(rewards, group_size):
     raise NotImplementedError("each reward minus its group's mean, over the group's std + 1e-4")
 
 
+def int8_rows_by_loop(weight):
+    rows = []
+    for row in weight.tolist():
+        scale = max(abs(v) for v in row) / 127 or 1.0
+        rows.append([round(v / scale) * scale for v in row])
+    return torch.tensor(rows)
+
+
+def int8_rows_one_scale(weight):  # one scale for the whole tensor
+    scale = weight.abs().max() / 127
+    return (weight / scale).round() * scale
+
+
+def int8_rows_truncated(weight):  # drops the fraction instead of rounding
+    scale = weight.abs().amax(1, keepdim=True) / 127
+    return (weight / scale.clamp(min=1e-12)).trunc() * scale
+
+
+def int8_rows_by_lib(weight):
+    from minformers.quantization import absmax_int8
+
+    return absmax_int8(weight, "channel").dequantize()
+
+
+def stub_int8_rows(weight):
+    raise NotImplementedError("each row over its largest magnitude / 127, rounded, times it")
+
+
+def residual_by_loop(p, q):
+    weights = [max(0.0, a - b) for a, b in zip(p.flatten().tolist(), q.expand_as(p).flatten().tolist(), strict=True)]
+    weights = torch.tensor(weights).reshape(p.shape)
+    return weights / weights.sum(-1, keepdim=True)
+
+
+def residual_unnormalised(p, q):
+    return (p - q).clamp(min=0)
+
+
+def residual_without_clamp(p, q):  # negative weights where the draft over-proposes
+    return (p - q) / (p - q).abs().sum(-1, keepdim=True)
+
+
+def residual_by_lib(p, q):
+    from minformers.speculative import residual
+
+    return residual(p, q)
+
+
+def stub_residual(p, q):
+    raise NotImplementedError("max(0, p - q), divided by its sum over the last dimension")
+
+
 CHECKS = {
+    "residual": (checks.check_residual, residual_by_loop, stub_residual),
+    "int8_rows": (checks.check_int8_rows, int8_rows_by_loop, stub_int8_rows),
     "group_advantages": (checks.check_group_advantages, group_advantages_by_loop, stub_group_advantages),
     "dpo_loss": (checks.check_dpo_loss, dpo_loss_by_pair, stub_dpo_loss),
     "lora_merge": (checks.check_lora_merge, lora_merge_by_layer, stub_lora_merge),
@@ -1145,6 +1199,12 @@ WRONG = [
     (checks.check_group_advantages, group_advantages_population_std, "case 'one group of 4'"),
     (checks.check_group_advantages, group_advantages_over_the_batch, "case 'two groups of 3'"),
     (checks.check_group_advantages, group_advantages_by_lib, "calls the library's own solution"),
+    (checks.check_int8_rows, int8_rows_one_scale, "case 'a row with one large weight among small ones'"),
+    (checks.check_int8_rows, int8_rows_truncated, "case 'one row'"),
+    (checks.check_int8_rows, int8_rows_by_lib, "calls the library's own solution"),
+    (checks.check_residual, residual_unnormalised, "case 'one position'"),
+    (checks.check_residual, residual_without_clamp, "case 'one position'"),
+    (checks.check_residual, residual_by_lib, "calls the library's own solution"),
 ]
 
 

@@ -10,7 +10,16 @@ import pytest
 import torch
 
 from minformers.convert.gguf_file import read_gguf
-from minformers.quantization import BLOCK, BLOCK_BYTES, Q4_1, Q8_0, absmax_int8, affine, dequantize_gguf
+from minformers.quantization import (
+    BLOCK,
+    BLOCK_BYTES,
+    Q4_1,
+    Q8_0,
+    absmax_int8,
+    affine,
+    dequantize_gguf,
+    with_quantized_weights,
+)
 from minformers.support import data
 
 
@@ -107,3 +116,19 @@ def test_constant_groups_under_affine_codes_and_zero_groups_under_absmax_come_ba
 def test_impossible_requests_say_what_is_wrong(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_a_model_with_quantized_weights_computes_with_the_codes_values_and_keeps_ties():
+    torch.manual_seed(2)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 32, bias=False))
+    tied = torch.nn.Linear(32, 64)
+    tied.weight = model[0].weight  # two modules, one weight: quantized once, still one afterwards
+    model.append(tied)
+    original = [p.detach().clone() for p in model.parameters()]
+    quantize = lambda w: affine(w, bits=3, group_size=16)  # noqa: E731
+    quantized = with_quantized_weights(model, quantize)
+    assert quantized[3].weight is quantized[0].weight
+    x = torch.randn(5, 32)
+    first = torch.nn.functional.linear(x, quantize(model[0].weight.detach()).dequantize(), model[0].bias)
+    torch.testing.assert_close(quantized[0](x), first, rtol=0, atol=0)
+    assert all(torch.equal(p, o) for p, o in zip(model.parameters(), original, strict=True)), "the original changed"

@@ -8,7 +8,7 @@ blown budget.
                                                            (make page PAGE=NAME)
 
 It measures the machine factor (tools/build_clock.py: how much slower than the reference machine this one runs the
-pages' kind of work) before and after running `jupyter-book build --all -W -n --keep-going`,
+pages' kind of work) before, during and after `jupyter-book build --all -W -n --keep-going`,
 so every page is read again and any failing cell or Sphinx warning fails the build. Then it reads
 `_build/timings.json` (written by tools/course_site/timings.py), adds each page's reference seconds (seconds /
 factor) and checks them, so that a budget means the same on a fast machine and a slow one:

@@ -15,10 +15,14 @@ of work is (WEIGHTS). A page's reference seconds are its seconds divided by the 
 
 The speed of a machine of this kind wanders by 10% or more over minutes (other tenants of its host): in one CI run,
 calibrations minutes apart gave 1.79 and 2.05, while the pages of two builds on such machines took the same seconds
-within 4%. So the factor is the median of the repeats before and after the build. The build also times the
-workload once before every PROBE_EVERY-th page that runs code (tools/course_site/timings.py) and prints those
-readings, without counting them: in the first build that took them, they read 1.63 to 1.87 while the calibrations
-before it read 1.95 and its pages ran as a factor near 1.98 predicts. A better clock needs more such records.
+within 4%. So the clock samples the whole build: the workload runs 3 times before it, 3 times after it, and once
+before every PROBE_EVERY-th page that runs code (tools/course_site/timings.py), and the factor is the median of all
+those readings. With the readings before and after only, three CI builds of 2026-11-28/29 (432118f and two of the
+quantization branch) read 1.96, 1.84 and 1.64, where their pages, page by page against the first build's, ran as
+factors of 1.96, 2.00 and 1.83: 0%, 8% and 11% low, each time the readings at one end of the build off. The median
+of all readings gives about 2.10, 1.94 and 1.77: 7% high, 3% and 3% low, a smaller error on average and at worst.
+The first build that took readings between pages (with older weights) had them read low, 1.63 to 1.87 against 1.95
+before it: they scatter both ways, as the ends do.
 
     python tools/build_clock.py                  # measure, print the factor
     python tools/build_clock.py --json           # the same, as JSON (benchmarks/bench_clock.py)
@@ -209,11 +213,11 @@ def measure(repeats: int = REPEATS) -> dict:
 
 
 def combine(before: dict, after: dict, during: list[float] = ()) -> dict:
-    """One clock from the calibrations before and after a build: the median of all their repeats. The readings
-    taken `during` it, between pages, are kept for the record, not counted (see the module's docstring)."""
+    """One clock for a build: the median of all its readings, the calibrations' repeats before and after it and
+    the readings taken `during` it, between pages (see the module's docstring)."""
     if not before["repeats"] or not after["repeats"]:
         return before  # a factor given, not measured
-    repeats = before["repeats"] + after["repeats"]
+    repeats = before["repeats"] + list(during) + after["repeats"]
     return {**after, "factor": statistics.median(repeats), "repeats": repeats,
             "before": before["factor"], "during": list(during), "after": after["factor"]}
 
@@ -246,10 +250,9 @@ def describe(clock: dict) -> str:
         return f"machine factor {clock['factor']:.2f}, as given (not measured)"
     if "before" in clock:
         during = clock.get("during", [])
-        between = (f"; between pages, not counted: {len(during)} from {min(during):.2f} to {max(during):.2f}"
-                   if during else "")
+        between = f", {len(during)} between pages from {min(during):.2f} to {max(during):.2f}" if during else ""
         return (f"the build's machine factor is {clock['factor']:.2f}, the median of all {len(clock['repeats'])} "
-                f"calibrations ({clock['before']:.2f} before the build, {clock['after']:.2f} after{between})")
+                f"readings ({clock['before']:.2f} before the build{between}, {clock['after']:.2f} after)")
     parts = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in clock["parts"].items())
     return (f"machine factor {clock['factor']:.2f} (median of {len(clock['repeats'])} calibrations: {parts}; "
             f"{clock['seconds']:.2f} s in all, {sum(REFERENCE_SECONDS.values()):.2f} s on the reference machine)")

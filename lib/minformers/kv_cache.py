@@ -72,3 +72,21 @@ class KVCache:
                 # (B, H_kv, T, D) -> (B_new, ...)
                 self.keys[layer] = self.keys[layer].index_select(0, rows)
                 self.values[layer] = self.values[layer].index_select(0, rows)
+
+    def crop(self, length: int) -> None:
+        """Forget every token after the first ``length``: speculative decoding calls it
+        when the target rejects drafted tokens that it has already cached.
+
+        >>> cache = KVCache(n_layers=1)
+        >>> _ = cache.update(0, torch.zeros(1, 2, 5, 4), torch.zeros(1, 2, 5, 4))
+        >>> cache.crop(3)
+        >>> cache.length
+        3
+        """
+        if not 0 <= length <= self.length:
+            raise ValueError(f"length must be in [0, {self.length}], got {length}")
+        for layer in range(self.n_layers):
+            if self.keys[layer] is not None:
+                # (B, H_kv, T, D) -> (B, H_kv, length, D)
+                self.keys[layer] = self.keys[layer][:, :, :length]
+                self.values[layer] = self.values[layer][:, :, :length]

@@ -321,8 +321,9 @@ class LlamaBlock(nn.Module):
 
 def init_llama_weights(module: nn.Module) -> None:
     """HF's Llama init: Linear and Embedding weights ~ N(0, 0.02); RMSNorm weights start
-    at 1 (their constructor)."""
-    if isinstance(module, nn.Linear | nn.Embedding):
+    at 1 (their constructor). Weights on the meta device, which a loader fills from a
+    file (``convert.llama.load_gguf_llama``), are left alone."""
+    if isinstance(module, nn.Linear | nn.Embedding) and not module.weight.is_meta:
         nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
 

@@ -29,6 +29,8 @@ checks it against the ``gguf`` package bit for bit on SmolLM2's own tensors.
     tensor([[ 0.5039, -1.0079,  0.2520,  2.0000]])
 """
 
+import contextlib
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,3 +136,63 @@ def dequantize_gguf(raw: np.ndarray, ggml_type: int) -> torch.Tensor:
     packed = blocks[..., 4:]
     codes = torch.cat([packed & 0x0F, packed >> 4], dim=-1).float()
     return (codes * scale + minimum).flatten(1)
+
+
+def with_quantized_weights(model: torch.nn.Module, quantize) -> torch.nn.Module:
+    """A copy of ``model`` whose every ``nn.Linear`` weight is replaced by what
+    ``quantize(weight)`` (a ``Quantized``) reads back: the model computes in float32
+    with the values the codes stand for, as a dequantizing kernel would. A weight shared
+    by two modules (tied embeddings) is quantized once, and stays shared."""
+    quantized = copy.deepcopy(model)
+    done: set[int] = set()
+    for module in quantized.modules():
+        if isinstance(module, torch.nn.Linear) and id(module.weight) not in done:
+            done.add(id(module.weight))
+            with torch.no_grad():
+                module.weight.copy_(quantize(module.weight).dequantize())
+    return quantized
+
+
+def int8_activations(
+    x: torch.Tensor, per: str = "tensor", keep: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``x`` (..., channels) as absmax int8 codes would read it back, with one scale for
+    the whole tensor (``per="tensor"``), one per token (``"token"``) or one per channel
+    over all tokens (``"channel"``); channels where ``keep`` (channels,) bool is True
+    pass through in float and do not set the scale, as LLM.int8() keeps its outliers.
+
+    >>> x = torch.tensor([[1.0, 100.0], [-1.0, 50.0]])  # channel 0 small, channel 1 large
+    >>> int8_activations(x, "tensor")[:, 0], int8_activations(x, "channel")[:, 0]
+    (tensor([ 0.7874, -0.7874]), tensor([ 1., -1.]))
+    """
+    largest_over = {
+        "tensor": None,
+        "token": (-1,),
+        "channel": tuple(range(x.dim() - 1)),
+    }
+    if per not in largest_over:
+        raise ValueError(f'per must be "tensor", "token" or "channel", got {per!r}')
+    rest = x if keep is None else x.masked_fill(keep, 0.0)
+    dims = largest_over[per]
+    largest = rest.abs().amax() if dims is None else rest.abs().amax(dims, keepdim=True)
+    scale = torch.where(largest > 0, largest / 127, torch.ones_like(largest))
+    values = (rest / scale).round().clamp(-127, 127) * scale
+    return values if keep is None else torch.where(keep, x, values)
+
+
+@contextlib.contextmanager
+def quantized_inputs(model: torch.nn.Module, quantize):
+    """Within the block, every ``nn.Linear`` of ``model`` reads ``quantize(name, x)``
+    instead of its input ``x``: simulated activation quantization."""
+    handles = [
+        module.register_forward_pre_hook(
+            lambda module, inputs, name=name: (quantize(name, inputs[0]),)
+        )
+        for name, module in model.named_modules()
+        if isinstance(module, torch.nn.Linear)
+    ]
+    try:
+        yield model
+    finally:
+        for handle in handles:
+            handle.remove()

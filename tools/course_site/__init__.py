@@ -2,7 +2,7 @@
 `sphinx.local_extensions` in _config.yml, one module per job:
 
 - `timings`: each page's execution time, in `_build/timings.json`, which tools/build_book.py reads to print the
-  timing table and enforce each page's budget; the build clock's readings between pages, for the record;
+  timing table and enforce each page's budget; the build clock's readings between pages;
 - `notebooks`: the executed notebook of each page in the download menu, with a first cell that installs the
   course library where it is missing; the lib's wheel and the notebook requirements at <site>/course/; the
   Colab button pointed at the published notebook (Colab opens only .ipynb files, and the chapters are MyST .md);

@@ -22,8 +22,8 @@ pages_with_code = 0  # read so far in this build
 
 def time_the_machine(app, docname, source):
     """During a build by tools/build_book.py, time the build clock's workload before every PROBE_EVERY-th page that
-    runs code (Sphinx reads a page just before myst-nb executes it, so the clock runs between pages), for the
-    record of how a machine's speed wanders over a build (tools/build_clock.py)."""
+    runs code (Sphinx reads a page just before myst-nb executes it, so the clock runs between pages): readings of
+    the machine's speed while the pages run, which the build's factor counts (tools/build_clock.py)."""
     global pages_with_code
     path = os.environ.get(build_clock.PROBES)
     if not path or "{code-cell}" not in source[0]:

@@ -69,6 +69,8 @@ PARTS = {
         "check_swish_derivative",
         "check_adamw_step",
         "check_peak_stashed_microbatches",
+        "check_int8_rows",
+        "check_residual",
     ],
     "applications": ["check_bm25_scores", "check_next_token_targets"],
     "posttraining": [

@@ -1,5 +1,5 @@
-"""Checks for efficiency and systems: chunked attention, activations, AdamW and pipeline
-schedules.
+"""Checks for efficiency and systems: chunked attention, activations, AdamW, pipeline
+schedules and int8 weights.
 
     >>> def the_gate_alone(x, beta):  # forgets the product rule
     ...     return torch.sigmoid(beta * x)
@@ -14,7 +14,15 @@ from collections.abc import Callable
 
 import torch
 
-from minformers import activations, attention, distributed, long_attention, optimizers
+from minformers import (
+    activations,
+    attention,
+    distributed,
+    long_attention,
+    optimizers,
+    quantization,
+    speculative,
+)
 from minformers.checks import (
     Case,
     CheckFailed,
@@ -257,4 +265,70 @@ def check_peak_stashed_microbatches(learner: Callable[[list], list[int]]) -> Non
         distributed.peak_stashed_microbatches,
         cases,
         blocked_functions=[distributed.peak_stashed_microbatches],
+    )
+
+
+def _per_row_int8(weight: torch.Tensor) -> torch.Tensor:
+    return quantization.absmax_int8(weight, "channel").dequantize()
+
+
+def check_int8_rows(learner: Callable[[torch.Tensor], torch.Tensor]) -> None:
+    """Exercise: `learner(weight)`, weight (rows, columns), is the weight as absmax int8
+    codes with one scale per row read it back: each row divided by its largest
+    magnitude over 127, rounded, and multiplied back."""
+    draw = seeded_generator()
+    outlier = torch.randn(3, 16, generator=draw) * 0.05
+    outlier[1, 7] = -6.0  # one large weight: its row's scale, not the others'
+    zero = torch.randn(2, 8, generator=draw)
+    zero[0] = 0.0
+    cases = [
+        Case("one row", (torch.tensor([[0.5, -1.0, 0.25, 2.0]]),)),
+        Case("a row with one large weight among small ones", (outlier,)),
+        Case("a row of zeros", (zero,)),
+        Case(
+            "5 random rows of different sizes",
+            (torch.randn(5, 32, generator=draw) * torch.arange(1, 6)[:, None],),
+        ),
+    ]
+    run_check(
+        "check_int8_rows",
+        learner,
+        _per_row_int8,
+        cases,
+        blocked_functions=[quantization.absmax_int8, quantization.affine],
+    )
+
+
+def check_residual(
+    learner: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+) -> None:
+    """Exercise: `learner(p, q)`, the target's and the draft's distributions (..., V),
+    is the distribution speculative sampling draws from after a rejected guess:
+    max(0, p - q), normalised over the last dimension."""
+    draw = seeded_generator()
+    p, q = (
+        torch.rand(4, 6, generator=draw).softmax(-1),
+        torch.rand(4, 6, generator=draw).softmax(-1),
+    )
+    cases = [
+        Case(
+            "one position",
+            (torch.tensor([0.5, 0.3, 0.2]), torch.tensor([0.2, 0.6, 0.2])),
+        ),
+        Case(
+            "a greedy draft, one-hot on a token the target likes less",
+            (p[0], torch.eye(6)[2]),
+        ),
+        Case(
+            "a draft with nothing left (all guesses kept): p itself",
+            (p[1], torch.zeros(6)),
+        ),
+        Case("4 positions of 6 tokens", (p, q)),
+    ]
+    run_check(
+        "check_residual",
+        learner,
+        speculative.residual,
+        cases,
+        blocked_functions=[speculative.residual],
     )

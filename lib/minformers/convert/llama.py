@@ -213,15 +213,17 @@ def unpermute_gguf_rope_rows(weight: torch.Tensor, n_heads: int) -> torch.Tensor
 
 def load_gguf_llama(path, gguf_file=None):
     """A ``LlamaForCausalLM`` with the sizes and weights of a llama.cpp GGUF file of
-    architecture "llama". Quantized tensors (Q4_1, Q8_0, ...) are dequantized to float32
-    by the ``gguf`` package, so the model computes in float32 with the values the 4-bit
-    file encodes. ``gguf_file``: the file already read (``gguf_file.read_gguf``), for a
-    caller who also reads the tokenizer from it."""
+    architecture "llama". Quantized tensors are dequantized to float32 (Q8_0 and Q4_1 by
+    ``quantization.dequantize_gguf``, others by the ``gguf`` package), so the model
+    computes in float32 with the values the 4-bit file encodes. ``gguf_file``: the file
+    already read (``gguf_file.read_gguf``), for a caller who also reads the tokenizer
+    from it."""
     import gguf  # only here: reading GGUF files is optional
     import numpy as np
 
     from minformers.convert.gguf_file import read_gguf
     from minformers.llama import LlamaConfig, LlamaForCausalLM
+    from minformers.quantization import BLOCK_BYTES, dequantize_gguf
 
     gguf_file = read_gguf(path) if gguf_file is None else gguf_file
 
@@ -263,7 +265,9 @@ def load_gguf_llama(path, gguf_file=None):
             f"{path}: RoPE turns {turned} channels of each head, not all "
             f"D={config.head_dim}"
         )
-    model = LlamaForCausalLM(config)
+    # on the meta device: no random init to overwrite, every weight is in the file
+    with torch.device("meta"):
+        model = LlamaForCausalLM(config)
     state = {}
     for name, tensor in tensors.items():
         key = _our_gguf_key(name)
@@ -271,12 +275,15 @@ def load_gguf_llama(path, gguf_file=None):
             raise ValueError(f"{path} has a tensor {name!r} that our Llama does not")
         # GGUF lists dimensions fastest first ([C, V] for the embedding); dequantize
         # returns numpy's (V, C) order. float32 tensors come back as read-only views
-        values = gguf.dequantize(
-            tensor.data, gguf.GGMLQuantizationType(tensor.ggml_type)
-        )
-        weight = torch.from_numpy(
-            np.require(values, np.float32, requirements=["C", "W"])
-        )
+        if tensor.ggml_type in BLOCK_BYTES:  # ours: gguf's floats, bit for bit, faster
+            weight = dequantize_gguf(tensor.data, tensor.ggml_type)
+        else:
+            values = gguf.dequantize(
+                tensor.data, gguf.GGMLQuantizationType(tensor.ggml_type)
+            )
+            weight = torch.from_numpy(
+                np.require(values, np.float32, requirements=["C", "W"])
+            )
         if key.endswith("attention.q_proj.weight"):
             weight = unpermute_gguf_rope_rows(weight, config.n_heads)
         elif key.endswith("attention.k_proj.weight"):
@@ -284,7 +291,9 @@ def load_gguf_llama(path, gguf_file=None):
         state[key] = weight
     if config.tie_embeddings:
         state["lm_head.weight"] = state["token_embedding.weight"]
-    result = model.load_state_dict(state, strict=False)
+    result = model.load_state_dict(state, strict=False, assign=True)
     if result.missing_keys:
         raise ValueError(f"{path} lacks tensors for {result.missing_keys}")
+    if config.tie_embeddings:  # assign gave each key its own Parameter: one again
+        model.lm_head.weight = model.token_embedding.weight
     return model
