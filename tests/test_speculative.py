@@ -9,7 +9,6 @@ from minformers.generation import generate
 from minformers.gpt import GPT, GPTConfig
 from minformers.kv_cache import KVCache
 from minformers.recipes.speculative_study import (
-    chi_square,
     outcome_counts,
     pair_distribution,
     power,
@@ -24,6 +23,7 @@ from minformers.speculative import (
     speculative_generate,
     verify,
 )
+from minformers.support.statistics import chi_square
 
 ROWS = 200_000
 

@@ -3,9 +3,8 @@ three drafts of rising quality, the first two tokens that speculative sampling w
 after one prefix, many times over, against the target's own distribution of them, and
 decoding speed against the number of guesses.
 
-    >>> counts = torch.tensor([30, 20, 50]); expected = torch.tensor([0.3, 0.2, 0.5])
-    >>> round(chi_square(counts, expected)[2], 3)  # counts exactly as expected: p = 1
-    1.0
+    >>> ONE_LAYER.steps, ONE_LAYER.shape()["n_layers"]
+    (320, 1)
 """
 
 import contextlib
@@ -24,6 +23,7 @@ from minformers.speculative import (
     speculative_generate,
     speculative_round,
 )
+from minformers.support.statistics import chi_square
 
 # the scaling page's widest model at its longest budget, loaded from this build's
 # checkpoints; and a 1-layer model, cheap enough to train here
@@ -104,23 +104,6 @@ def pair_distribution(target, prefix) -> torch.Tensor:
     reader.repeat(V)
     second = reader(torch.cat([prefix.expand(V, -1), torch.arange(V)[:, None]], 1))
     return first[:, None] * second[:, -1].softmax(-1)  # (V, V)
-
-
-def chi_square(
-    counts: torch.Tensor, expected: torch.Tensor
-) -> tuple[float, int, float]:
-    """Pearson's goodness of fit of ``counts`` (K,) to the probabilities ``expected``
-    (K,): (statistic, degrees of freedom, p-value)."""
-    counts, expected = (
-        counts.double(),
-        expected.double() / expected.sum() * counts.sum(),
-    )
-    statistic = ((counts - expected) ** 2 / expected).sum()
-    freedom = len(counts) - 1
-    p_value = torch.special.gammaincc(
-        torch.tensor(freedom / 2.0, dtype=torch.float64), statistic / 2
-    )
-    return statistic.item(), freedom, p_value.item()
 
 
 def outcome_counts(pairs: torch.Tensor, distribution: torch.Tensor, top: int) -> tuple:

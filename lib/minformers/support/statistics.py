@@ -1,18 +1,16 @@
-"""Is a difference between two models more than noise? Two small tools the downstream
-comparisons share.
+"""Is a difference more than noise? Small tools the course's comparisons share.
 
 - ``mcnemar``: two classifiers scored on the same examples. Only the examples on which
-they disagree carry
-  information; under "equally good", each disagreement is a fair coin, so the count that
-  one model alone got right is Binomial(disagreements, 1/2). The exact two-sided p-value
-  is read from that binomial.
+  they disagree carry information; under "equally good", each disagreement is a fair
+  coin, so the count that one model alone got right is Binomial(disagreements, 1/2).
+  The exact two-sided p-value is read from that binomial.
 - ``mean_interval``: a few seeds of one quantity (say, one model's accuracy minus
-another's, seed by seed): their
-  mean and the half-width of a Student-t confidence interval, wide on purpose when there
-  are only 3 seeds.
-- ``compare_over_seeds``: both at once, for two settings trained with the same seeds and
-scored on the same
-  examples, and a reading of the two together.
+  another's, seed by seed): their mean and the half-width of a Student-t confidence
+  interval, wide on purpose when there are only 3 seeds.
+- ``compare_over_seeds``: both at once, for two settings trained with the same seeds
+  and scored on the same examples, and a reading of the two together.
+- ``chi_square``: Pearson's goodness of fit of counts to probabilities, for a sampler
+  that should follow a known distribution.
 
     >>> # A alone right 5 times, B alone never
     >>> result = mcnemar([1, 1, 1, 1, 1, 0], [0, 0, 0, 0, 0, 0])
@@ -22,6 +20,9 @@ scored on the same
     >>> mean, half_width = mean_interval([1.0, 2.0, 3.0])
     >>> mean, round(half_width, 3)
     (2.0, 2.484)
+    >>> # counts exactly as expected: p = 1
+    >>> round(chi_square(torch.tensor([30, 20, 50]), torch.tensor([0.3, 0.2, 0.5]))[2], 3)
+    1.0
 """
 
 import math
@@ -184,3 +185,20 @@ def compare_over_seeds(correct_a: Sequence, correct_b: Sequence) -> SeedComparis
         mean - half_width,
         mean + half_width,
     )
+
+
+def chi_square(
+    counts: torch.Tensor, expected: torch.Tensor
+) -> tuple[float, int, float]:
+    """Pearson's goodness of fit of ``counts`` (K,) to the probabilities ``expected``
+    (K,): (statistic, degrees of freedom, p-value)."""
+    counts, expected = (
+        counts.double(),
+        expected.double() / expected.sum() * counts.sum(),
+    )
+    statistic = ((counts - expected) ** 2 / expected).sum()
+    freedom = len(counts) - 1
+    p_value = torch.special.gammaincc(
+        torch.tensor(freedom / 2.0, dtype=torch.float64), statistic / 2
+    )
+    return statistic.item(), freedom, p_value.item()
