@@ -309,10 +309,32 @@ def linear_probe_predictions(
             "features must be (N, C) with the same C, got "
             f"{tuple(train_features.shape)} and {tuple(dev_features.shape)}"
         )
-    mean, spread = train_features.mean(0), train_features.std(0) + 1e-6
-    train_x, dev_x = (train_features - mean) / spread, (dev_features - mean) / spread
-    n_classes = int(train_labels.max()) + 1 if n_classes is None else n_classes
-    probe = nn.Linear(train_x.shape[1], n_classes)
+    probe = fit_linear_probe(train_features, train_labels, l2, n_classes)
+    with torch.no_grad():
+        return probe(dev_features).argmax(-1)
+
+
+def fit_linear_probe(
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    l2: float = 1e-3,
+    n_classes: int | None = None,
+) -> nn.Linear:
+    """``linear_probe_accuracy``'s probe itself: a Linear(C, n_classes) on raw
+    features, (N, C), whose weights minimise the cross-entropy plus ``l2`` times their
+    squared norm on standardised features, the standardisation then folded into the
+    layer. So it can become a classifier's head and start fine-tuning where the probe
+    ended (``n_classes`` defaults to the labels' largest + 1).
+
+    >>> probe = fit_linear_probe(torch.tensor([[0.0], [1.0], [2.0], [3.0]]),
+    ...                          torch.tensor([0, 0, 1, 1]))
+    >>> probe(torch.tensor([[0.5], [2.5]])).argmax(-1)
+    tensor([0, 1])
+    """
+    mean, spread = features.mean(0), features.std(0) + 1e-6
+    standardised = (features - mean) / spread
+    n_classes = int(labels.max()) + 1 if n_classes is None else n_classes
+    probe = nn.Linear(features.shape[1], n_classes)
     nn.init.zeros_(probe.weight), nn.init.zeros_(probe.bias)
     optimizer = torch.optim.LBFGS(
         probe.parameters(), max_iter=100, line_search_fn="strong_wolfe"
@@ -321,7 +343,7 @@ def linear_probe_predictions(
     def closure() -> torch.Tensor:
         optimizer.zero_grad()
         loss = (
-            F.cross_entropy(probe(train_x), train_labels)
+            F.cross_entropy(probe(standardised), labels)
             + l2 * probe.weight.pow(2).sum()
         )
         loss.backward()
@@ -330,7 +352,10 @@ def linear_probe_predictions(
     with torch.enable_grad():  # a caller's evaluation may run under no_grad
         optimizer.step(closure)
     with torch.no_grad():
-        return probe(dev_x).argmax(-1)
+        # w . (x - mean) / spread + b = (w / spread) . x + (b - (w / spread) . mean)
+        probe.weight /= spread
+        probe.bias -= probe.weight @ mean
+    return probe
 
 
 def sentiment_probe(
@@ -370,3 +395,18 @@ def sentiment_probe(
         )
 
     return probe
+
+
+def piece_shares(
+    ids: torch.Tensor, attention_mask: torch.Tensor, vocab_size: int
+) -> torch.Tensor:
+    """(N, vocab_size): the share of each piece among a row's real tokens, a bag of
+    pieces. A linear probe on these is a linear model on the mean of per-piece
+    weights, blind to word order.
+
+    >>> piece_shares(torch.tensor([[1, 2, 2, 0]]), torch.tensor([[1, 1, 1, 0]]), 3)
+    tensor([[0.0000, 0.3333, 0.6667]])
+    """
+    mask = attention_mask.float()
+    counts = torch.zeros(len(ids), vocab_size).scatter_add_(1, ids, mask)
+    return counts / mask.sum(1, keepdim=True)

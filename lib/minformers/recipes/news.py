@@ -19,7 +19,10 @@ import random
 from dataclasses import dataclass
 from functools import lru_cache
 
+import torch
+
 from minformers.bpe import ByteBPETokenizer, train_bpe
+from minformers.finetuning import encode_sentences
 from minformers.objectives import SentencePair, sentence_pairs, split_sentences
 from minformers.support import data
 from minformers.support.arguments import check_size
@@ -119,14 +122,19 @@ def news_corpus(
     return cached_in_build("news-corpus", settings, lambda: _news_corpus(**settings))
 
 
+def distinct_articles() -> list[dict[str, str]]:
+    """The BBC articles with each text once, in ``data.bbc_news()``'s order: 133 of the
+    2,225 texts occur twice, and one copy could land in each split."""
+    unique: dict[str, dict[str, str]] = {}
+    for article in data.bbc_news():
+        unique.setdefault(article["text"], article)
+    return list(unique.values())
+
+
 def _news_corpus(
     vocab_size: int, max_len: int, article_stride: int, tokenizer: str
 ) -> NewsCorpus:
-    unique: dict[str, dict[str, str]] = {}
-    # 133 of the 2,225 texts occur twice; one copy could land in each split
-    for article in data.bbc_news():
-        unique.setdefault(article["text"], article)
-    articles = list(unique.values())[::article_stride]
+    articles = distinct_articles()[::article_stride]
     documents = [split_sentences(article["text"]) for article in articles]
     is_train = [_is_train(index) for index in range(len(documents))]
     train_text = "\n".join(
@@ -195,3 +203,64 @@ def _news_vocabulary(
         return WordPieceTokenizer.from_vocab_file(path)
     tokenizer = ByteBPETokenizer.load(path)
     return NewsByteBPE(tokenizer.vocab, tokenizer.merges)
+
+
+@dataclass(frozen=True)
+class TopicTask:
+    """The topic of the BBC articles the shared encoder never read: every distinct
+    article that ``news_corpus()`` skipped (it keeps every third), read as its first
+    ``max_len`` tokens and labelled with one of five topics. Split once, at random: a
+    pool that labels are drawn from, a selection split on which a recipe is chosen,
+    and a scoring split that only the final comparisons read."""
+
+    topics: list[str]
+    ids: torch.Tensor  # (N, T): [CLS], the article's first pieces, [SEP], padding
+    mask: torch.Tensor  # (N, T): 1 on real tokens
+    labels: torch.Tensor  # (N,) the index of each article's topic
+    pool: list[list[int]]  # for each topic, the rows its labels are drawn from
+    selection: torch.Tensor  # rows for choosing a recipe
+    scoring: torch.Tensor  # rows the comparisons are scored on
+
+    def labelled(self, per_topic: int, seed: int) -> torch.Tensor:
+        """Rows of ``per_topic`` pool articles of each topic, drawn by ``seed``."""
+        smallest = min(map(len, self.pool))
+        if not 1 <= per_topic <= smallest:
+            raise ValueError(
+                f"per_topic must be 1 to {smallest} (the pool's smallest topic), "
+                f"got {per_topic}"
+            )
+        draw = random.Random(seed)
+        return torch.tensor(
+            [row for rows in self.pool for row in draw.sample(rows, per_topic)]
+        )
+
+    def inputs(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.ids[rows], self.mask[rows]
+
+
+@lru_cache(maxsize=1)
+def topic_task(selection_size: int = 200, scoring_size: int = 600) -> TopicTask:
+    """``TopicTask`` for the shared encoder's corpus, ``news_corpus()``: its tokenizer
+    and length, and the articles it skipped."""
+    corpus = news_corpus()
+    read = {article["text"] for article in corpus.articles}
+    unseen = [article for article in distinct_articles() if article["text"] not in read]
+    random.Random(0).shuffle(unseen)
+    topics = sorted({article["topic"] for article in unseen})
+    ids, mask = encode_sentences(
+        corpus.tokenizer, [article["text"] for article in unseen], corpus.max_len
+    )
+    labels = torch.tensor([topics.index(article["topic"]) for article in unseen])
+    first_pool_row = selection_size + scoring_size
+    return TopicTask(
+        topics=topics,
+        ids=ids,
+        mask=mask,
+        labels=labels,
+        pool=[
+            [row for row in range(first_pool_row, len(unseen)) if labels[row] == topic]
+            for topic in range(len(topics))
+        ],
+        selection=torch.arange(scoring_size, first_pool_row),
+        scoring=torch.arange(scoring_size),
+    )
