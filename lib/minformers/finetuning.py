@@ -215,6 +215,11 @@ class FineTuneResult:
     # (N,) bool: the final model's verdict on each dev example, for paired tests
     dev_correct: torch.Tensor
 
+    @property
+    def accuracy(self) -> float:
+        """The final model's accuracy on the dev examples."""
+        return self.dev_correct.float().mean().item()
+
 
 def fine_tune_and_score(
     model: nn.Module,

@@ -10,7 +10,7 @@ small model's matmuls are too short to keep two threads busy.
 """
 
 import multiprocessing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
@@ -57,3 +57,19 @@ def map_in_workers(
             if on_result is not None:
                 on_result(len(results), arguments[index], result)
     return [results[i] for i in range(len(arguments))]
+
+
+def map_groups_in_workers(
+    function: Callable, groups: Mapping, workers: int = 2
+) -> dict[object, list]:
+    """``{key: [function(a) for a in group] for key, group in groups.items()}``, every
+    call in one pool of ``map_in_workers``: settings of a comparison, each a list of
+    runs (one per seed, say), keep their names without slicing the results by hand.
+
+    >>> import math
+    >>> map_groups_in_workers(math.factorial, {"small": [2, 3], "large": [5]})
+    {'small': [2, 6], 'large': [120]}
+    """
+    flat = [argument for group in groups.values() for argument in group]
+    results = iter(map_in_workers(function, flat, workers))
+    return {key: [next(results) for _ in group] for key, group in groups.items()}
