@@ -666,8 +666,7 @@ def train(
     MINFORMERS_BUILD is set, and not to 0 (the book build sets it: a redrawn bar is
     noise in a static page). ``build_optimizer(model, config)`` makes another optimizer
     than AdamW (the optimizers page compares nine); the schedule sets each parameter
-    group's "lr" at every step, times the group's "lr_scale" if it has one (a body
-    fine-tuned more gently than its new head), and clipping applies as for AdamW.
+    group's "lr" at every step, and clipping applies as for AdamW.
     """
     if progress is None:
         progress = os.environ.get("MINFORMERS_BUILD", "") in ("", "0")
@@ -697,7 +696,7 @@ def train(
             model.train()
             rate = learning_rate(step, config)
             for group in optimizer.param_groups:
-                group["lr"] = rate * group.get("lr_scale", 1.0)
+                group["lr"] = rate
             losses = _losses(loss_for_batch(model, batch_for_step(step)), step)
             losses["loss"].backward()
             grads = [p.grad for p in parameters if p.grad is not None]
