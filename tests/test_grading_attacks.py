@@ -137,10 +137,10 @@ def my_positions(length, d_model):
                                   CORRECT_POSITIONS),
         "starts_processes_when_called": notebook(
             "import subprocess\ndef my_mask(t, window, global_positions):\n"
-            "    return [subprocess.Popen(['sleep', '600']) for _ in range(100)]", CORRECT_POSITIONS),
+            "    return [subprocess.Popen(['sleep', '6017']) for _ in range(100)]", CORRECT_POSITIONS),
         "starts_200_processes": notebook(CORRECT_MASK, CORRECT_POSITIONS, after=(
             "import subprocess\nstarted = []\ntry:\n    for _ in range(200):\n"
-            "        started.append(subprocess.Popen(['sleep', '600']))\nexcept OSError as error:\n    print(error)")),
+            "        started.append(subprocess.Popen(['sleep', '6017']))\nexcept OSError as error:\n    print(error)")),
         "exits_the_kernel": notebook(CORRECT_MASK, CORRECT_POSITIONS, after="import os\nos._exit(3)"),
         "syntax_error": notebook("def my_mask(t, window, global_positions)\n    return None", CORRECT_POSITIONS),
         "raises_system_exit": notebook("raise SystemExit('bye')", CORRECT_POSITIONS),
@@ -231,7 +231,8 @@ def graded(tmp_path_factory):
                  limits=Limits(memory_bytes=3 << 30, cpu_seconds=120))
     after = snapshot(submissions), snapshot(paths["checks"].parent)
     running = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
-    leftovers = [line for line in running if MARKER in line or line.startswith("sleep 600")]
+    # The attacks sleep for an odd 6017 s, so a "sleep 600" elsewhere on the machine is not taken for theirs.
+    leftovers = [line for line in running if MARKER in line or line.startswith("sleep 6017")]
     return {row["student"]: row for row in rows}, out, before, after, leftovers
 
 
