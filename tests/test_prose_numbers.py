@@ -40,6 +40,7 @@ ALLOWED = {
     ("bert_electra", "a quarter"): "settings the code writes as / 4: the generator's width, the detection runs' rate",
     ("bert_electra", "a third"): "a setting: the rare-token run's steps, DETECTION.steps // 3",
     ("bert_electra", "a tenth"): "a setting: BERT's split keeps the true token at 10% of the predicted positions",
+    ("bert_finetuning", "80%"): "a setting: data.movie_review_splits' shares, 80% training, 10% dev, 10% test",
     ("bert_finetuning", "a third"): "a setting: the probe-first recipe's rate, written lr / 3 in the page's code",
     ("contributing", "5 s"): "a setting: the size of the build clock's unit of work (tools/build_clock.py)",
     ("contributing", "879 s"): "the reference machine's time for a past build, which defines a reference second",
