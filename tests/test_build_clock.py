@@ -82,3 +82,61 @@ def test_the_build_times_the_machine_before_every_fourth_page_that_runs_code(tmp
         timings.time_the_machine(None, f"book/p{index}", ["```{code-cell} ipython3\n```"])
         timings.time_the_machine(None, f"book/prose{index}", ["# prose only"])  # not counted
     assert build_clock.probed(probes) == [2.0, 2.0]  # before the 4th and the 8th
+
+
+def book_of(tmp_path, sources: dict[str, str]):
+    """A book root holding `sources` (page -> text) and a record of the pages' reference seconds beside it."""
+    for page, text in sources.items():
+        (tmp_path / f"{page}.md").parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f"{page}.md").write_text(text)
+    return tmp_path, tmp_path / "reference_pages.json"
+
+
+def ran(seconds: float, **record) -> dict:
+    return {"seconds": seconds, "succeeded": True, "method": "force", **record}
+
+
+def test_a_full_build_is_timed_by_the_median_of_its_unchanged_pages(tmp_path, monkeypatch):
+    import page_clock
+
+    monkeypatch.setattr(page_clock, "MIN_PAGES", 3)
+    root, reference = book_of(tmp_path, {f"book/p{index}": f"page {index}" for index in range(6)})
+    page_clock.record(root, [{"clock": {"factor": 1.0}, "pages": {f"book/p{index}": ran(10.0) for index in range(6)}}],
+                      reference)
+    (root / "book/p5.md").write_text("page 5, with more work")  # changed since the record: measured, not measuring
+    pages = {"book/p0": ran(18.0), "book/p1": ran(20.0), "book/p2": ran(22.0), "book/p3": ran(90.0),
+             "book/p4": {**ran(40.0), "method": "cache"},  # a recorded time, not this build's
+             "book/p5": ran(99.0)}
+    clock = page_clock.clock(root, pages, workload=build_clock.given(1.5), reference_file=reference)
+    assert clock["factor"] == pytest.approx(2.1)  # median of 1.8, 2.0, 2.2 and 9.0
+    assert (clock["unchanged_pages"], clock["workload"]) == (4, 1.5)
+    assert "2.10, the median of its 4 unchanged pages" in page_clock.describe(clock)
+    pages["book/p3"]["succeeded"] = pages["book/p2"]["succeeded"] = False
+    fallback = page_clock.clock(root, pages, workload=build_clock.given(1.5), reference_file=reference)
+    assert fallback["factor"] == 1.5  # two unchanged pages are too few: the workload's reading stands
+    assert "fewer than 3" in page_clock.describe(fallback)
+
+
+def test_a_record_takes_each_page_from_the_builds_that_ran_its_current_source(tmp_path):
+    import page_clock
+
+    root, reference = book_of(tmp_path, {"book/a": "new text"})
+    old = page_clock.source_digest(root / "book/a.md")[::-1]
+    builds = [{"clock": {"factor": 2.0}, "pages": {"book/a": ran(30.0, source=old)}},  # the page before its change
+              {"clock": {"factor": 2.0}, "pages": {"book/a": ran(20.0)}},
+              {"clock": {"factor": 1.0}, "pages": {"book/a": ran(12.0)}}]
+    recorded = page_clock.record(root, builds, reference)
+    assert recorded["book/a"]["reference_seconds"] == pytest.approx(11.0)  # median of 10 and 12, not 15
+    assert json.loads(reference.read_text())["pages"] == recorded
+
+
+def test_the_record_still_times_the_book():
+    """Enough pages are unchanged since tools/reference_pages.json for a full build to time itself by them; when
+    this fails, record the pages again from a clean build (tools/page_clock.py)."""
+    import page_clock
+
+    reference = json.loads(page_clock.REFERENCE_PAGES.read_text())["pages"]
+    unchanged = [page for page, recorded in reference.items()
+                 if (page_clock.ROOT / f"{page}.md").exists()
+                 and page_clock.source_digest(page_clock.ROOT / f"{page}.md") == recorded["source"]]
+    assert len(unchanged) >= page_clock.MIN_PAGES + 5, f"only {len(unchanged)} recorded pages are unchanged"

@@ -7,11 +7,12 @@ blown budget.
     python tools/build_book.py --page NAME [BOOK_ROOT]     only book/NAME.md executed, the site in _build/page/
                                                            (make page PAGE=NAME)
 
-It measures the machine factor (tools/build_clock.py: how much slower than the reference machine this one runs the
-pages' kind of work) before, during and after `jupyter-book build --all -W -n --keep-going`,
-so every page is read again and any failing cell or Sphinx warning fails the build. Then it reads
-`_build/timings.json` (written by tools/course_site/timings.py), adds each page's reference seconds (seconds /
-factor) and checks them, so that a budget means the same on a fast machine and a slow one:
+It runs `jupyter-book build --all -W -n --keep-going`, so every page is read again and any failing cell or Sphinx
+warning fails the build, and takes the machine factor (how much slower than the reference machine this one runs the
+pages): in a full build, the median of the unchanged pages' seconds over their recorded reference seconds
+(tools/page_clock.py); otherwise, or with too few unchanged pages, a fixed workload's readings before, during and
+after the build (tools/build_clock.py). Then it reads `_build/timings.json` (written by tools/course_site/timings.py),
+adds each page's reference seconds (seconds / factor) and checks them, so that a budget means the same on a fast machine and a slow one:
 - each page against its budget: 60, or 150 for a page that trains a model later pages load (front matter
   `trains_shared_model: <which>`);
 - the pages that train no shared model against 25 on average;
@@ -36,6 +37,7 @@ from pathlib import Path
 import yaml
 
 import build_clock
+import page_clock
 
 PAGE_BUDGET = 60.0  # reference seconds, the course's rule for one page
 SHARED_MODEL_BUDGET = 150.0  # a page that trains a model later pages load, and so pays for their training
@@ -165,6 +167,9 @@ def build(root: Path, reuse: bool = False, page: str | None = None, factor: floa
     after = build_clock.given(factor) if factor else build_clock.measure()
     clock = build_clock.combine(before, after, build_clock.probed(probes))
     print(f"after the build, {build_clock.describe(after)}\n{build_clock.describe(clock)}")
+    if not factor and not page:  # the pages time the machine themselves (tools/page_clock.py)
+        clock = page_clock.clock(root, json.loads(timings_file.read_text())["pages"], clock)
+        print(page_clock.describe(clock))
     pages = normalise(timings_file, clock)
     if page:  # absent: it never finished
         pages = {page: pages.get(page, {"seconds": None, "reference_seconds": None, "succeeded": False})}

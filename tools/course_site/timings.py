@@ -2,7 +2,7 @@
 
     {"clock": {"factor": 1.31, "seconds": 7.2, ...},
      "pages": {"book/attention": {"seconds": 31.2, "reference_seconds": 23.8, "succeeded": true, "error": null,
-                                  "method": "force"}, ...}}
+                                  "method": "force", "source": "3f1c...", ...}, ...}}
 
 This extension writes the seconds, with the clock and the reference seconds null; tools/build_book.py then fills
 them in from the machine factor it measured (tools/build_clock.py): a page's reference seconds are its seconds
@@ -16,6 +16,7 @@ from pathlib import Path
 from myst_nb.sphinx_ import NbMetadataCollector
 
 import build_clock
+import page_clock
 
 pages_with_code = 0  # read so far in this build
 
@@ -48,6 +49,7 @@ def write_timings(app, exception):
             "error": data.get("error"),
             "method": data.get("method"),  # "force", or "cache" in a --reuse build (the seconds are then recorded ones)
             "finished": data.get("mtime"),  # POSIX time the execution ended (benchmarks/bench_clock.py)
+            "source": page_clock.source_digest(Path(app.srcdir) / f"{docname}.md"),  # which page took them
         }
     path = Path(app.outdir).parent / "timings.json"
     path.write_text(json.dumps({"clock": None, "pages": pages}, indent=2) + "\n")
