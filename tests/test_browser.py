@@ -241,6 +241,36 @@ def test_figures_are_numbered_and_shown_at_the_size_they_were_drawn(browser, bas
     assert not found, "\n".join(found)
 
 
+SHAPES = """return Array.from(document.querySelectorAll("article img")).filter(image => image.offsetParent)
+  .map(image => ({src: image.getAttribute("src"), file: image.naturalWidth / image.naturalHeight,
+    shown: image.clientWidth / image.clientHeight, width: image.clientWidth}));"""
+
+
+def test_figures_keep_their_shape_at_every_width(browser, base_url, visits):
+    """Each figure's shown width over height is its file's, on a phone, a tablet and a desktop: where the column is
+    narrower than the figure was drawn, its height shrinks with its width. Each page is loaded once and the window
+    resized around it; a ratio off by more than 2% (a pixel or two of rounding on a small figure) is a fault."""
+    pages = [visit.page for visit in visits.values() if visit.report["images"]]
+    assert pages, "no page has a figure: nothing was checked"
+    found, measured = [], 0
+    try:
+        for page in pages:
+            browser.set_window_size(WIDTHS["desktop"], 900)
+            browser.get(base_url + page)
+            browser.execute_async_script(PAGE_REPORT)  # waits for the images
+            for name, width in WIDTHS.items():
+                browser.set_window_size(width, 900)
+                for image in browser.execute_script(SHAPES):
+                    measured += 1
+                    if abs(image["shown"] / image["file"] - 1) > 0.02:
+                        found.append(f"{page}: {image['src']} at {width} px ({name}): shown {image['shown']:.2f} "
+                                     f"wide per unit of height at {image['width']} px wide, drawn {image['file']:.2f}")
+    finally:
+        browser.set_window_size(1280, 1000)
+    assert measured, "no figure was shown at any width"
+    assert not found, f"{len(found)} of {measured} figures shown out of shape:\n" + "\n".join(found)
+
+
 def test_a_click_on_a_figure_opens_it_at_full_size(browser, base_url, visits):
     from selenium.webdriver.common.by import By
 
