@@ -92,6 +92,10 @@ def book_of(tmp_path, sources: dict[str, str]):
     return tmp_path, tmp_path / "reference_pages.json"
 
 
+def code_page(code: str) -> str:
+    return f"# A page\n\n```{{code-cell}} ipython3\n{code}\n```\n"
+
+
 def ran(seconds: float, **record) -> dict:
     return {"seconds": seconds, "succeeded": True, "method": "force", **record}
 
@@ -100,10 +104,11 @@ def test_a_full_build_is_timed_by_the_median_of_its_unchanged_pages(tmp_path, mo
     import page_clock
 
     monkeypatch.setattr(page_clock, "MIN_PAGES", 3)
-    root, reference = book_of(tmp_path, {f"book/p{index}": f"page {index}" for index in range(6)})
+    root, reference = book_of(tmp_path, {f"book/p{index}": code_page(f"work({index})") for index in range(6)})
     page_clock.record(root, [{"clock": {"factor": 1.0}, "pages": {f"book/p{index}": ran(10.0) for index in range(6)}}],
                       reference)
-    (root / "book/p5.md").write_text("page 5, with more work")  # changed since the record: measured, not measuring
+    (root / "book/p5.md").write_text(code_page("work(5, more=True)"))  # its code changed: measured, not measuring
+    (root / "book/p0.md").write_text("Prose edited.\n" + code_page("work(0)"))  # its prose only: still measuring
     pages = {"book/p0": ran(18.0), "book/p1": ran(20.0), "book/p2": ran(22.0), "book/p3": ran(90.0),
              "book/p4": {**ran(40.0), "method": "cache"},  # a recorded time, not this build's
              "book/p5": ran(99.0)}
@@ -120,7 +125,7 @@ def test_a_full_build_is_timed_by_the_median_of_its_unchanged_pages(tmp_path, mo
 def test_a_record_takes_each_page_from_the_builds_that_ran_its_current_source(tmp_path):
     import page_clock
 
-    root, reference = book_of(tmp_path, {"book/a": "new text"})
+    root, reference = book_of(tmp_path, {"book/a": code_page("new()")})
     old = page_clock.source_digest(root / "book/a.md")[::-1]
     builds = [{"clock": {"factor": 2.0}, "pages": {"book/a": ran(30.0, source=old)}},  # the page before its change
               {"clock": {"factor": 2.0}, "pages": {"book/a": ran(20.0)}},
@@ -140,3 +145,16 @@ def test_the_record_still_times_the_book():
                  if (page_clock.ROOT / f"{page}.md").exists()
                  and page_clock.source_digest(page_clock.ROOT / f"{page}.md") == recorded["source"]]
     assert len(unchanged) >= page_clock.MIN_PAGES + 5, f"only {len(unchanged)} recorded pages are unchanged"
+
+
+def test_an_edit_that_keeps_the_work_keeps_the_reference_seconds(tmp_path):
+    import page_clock
+
+    root, reference = book_of(tmp_path, {"book/a": code_page("plot(color='gray')")})
+    page_clock.record(root, [{"clock": {"factor": 2.0}, "pages": {"book/a": ran(20.0)}}], reference)
+    (root / "book/a.md").write_text(code_page("plot(color=INK)"))
+    assert page_clock.ratios(root, {"book/a": ran(20.0)}, json.loads(reference.read_text())["pages"]) == {}
+    page_clock.same_work(root, ["book/a"], reference)
+    recorded = json.loads(reference.read_text())["pages"]
+    assert recorded["book/a"]["reference_seconds"] == 10.0
+    assert page_clock.ratios(root, {"book/a": ran(20.0)}, recorded) == {"book/a": 2.0}

@@ -12,7 +12,8 @@ warning fails the build, and takes the machine factor (how much slower than the 
 pages): in a full build, the median of the unchanged pages' seconds over their recorded reference seconds
 (tools/page_clock.py); otherwise, or with too few unchanged pages, a fixed workload's readings before, during and
 after the build (tools/build_clock.py). Then it reads `_build/timings.json` (written by tools/course_site/timings.py),
-adds each page's reference seconds (seconds / factor) and checks them, so that a budget means the same on a fast machine and a slow one:
+adds each page's reference seconds (seconds / factor) and checks them, so that a budget means the same on a fast
+machine and a slow one:
 - each page against its budget: 60, or 150 for a page that trains a model later pages load (front matter
   `trains_shared_model: <which>`);
 - the pages that train no shared model against 25 on average;

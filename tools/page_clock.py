@@ -14,7 +14,7 @@ slower than the reference machine; the build's factor is the median of those rat
 (fewer, and the build falls back on the workload's readings). A changed page is measured, not measuring: its
 reference seconds are its seconds over the factor its unchanged neighbours give.
 
-The digest is of the page's source alone. A lib change that slowed every page alike would move the factor, not the
+The digest is of the page's code cells alone. A lib change that slowed every page alike would move the factor, not the
 pages' reference seconds; the build prints the workload's reading beside the pages' factor, so such a change shows
 as a gap between the two.
 
@@ -25,12 +25,14 @@ together, 1.80: their pages took the same seconds within 0.6% in all, so one spe
     python tools/page_clock.py --record _build/timings.json [MORE_TIMINGS ...]
 
 Each page's reference seconds are then the median, over the given builds that ran its current source, of its
-seconds over that build's factor.
+seconds over that build's factor. An edit that changes a page's code but not its work (a colour, a label) keeps
+its reference seconds: `python tools/page_clock.py --same-work book/NAME ...`, said in the commit that makes it.
 """
 
 import argparse
 import hashlib
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -40,7 +42,10 @@ MIN_PAGES = 10  # unchanged pages needed; the median of 30 is within about 3% (t
 
 
 def source_digest(source: Path) -> str:
-    return hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    """A digest of the page's code cells: an edit to its prose leaves its work, and its place in the clock, as
+    they were."""
+    cells = re.findall(r"^```\{code-cell\}.*?^```", source.read_text(encoding="utf-8"), flags=re.MULTILINE | re.DOTALL)
+    return hashlib.sha256("\n".join(cells).encode()).hexdigest()[:16]
 
 
 def ratios(root: Path, pages: dict, reference: dict) -> dict[str, float]:
@@ -90,10 +95,26 @@ def record(root: Path, builds: list[dict], reference_file: Path = REFERENCE_PAGE
     return pages
 
 
+def same_work(root: Path, pages: list[str], reference_file: Path = REFERENCE_PAGES) -> None:
+    """Record the current code of `pages` (say book/gpt) with their reference seconds unchanged: for an edit that
+    does not change a page's work (a colour, a label), which the commit that makes it should say."""
+    recorded = json.loads(reference_file.read_text())
+    for page in pages:
+        recorded["pages"][page]["source"] = source_digest(root / f"{page}.md")
+    reference_file.write_text(json.dumps(recorded, indent=2) + "\n")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--record", nargs="+", type=Path, required=True, metavar="TIMINGS",
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--record", nargs="+", type=Path, metavar="TIMINGS",
                         help="timings.json of full builds whose pages to record")
+    action.add_argument("--same-work", nargs="+", metavar="PAGE",
+                        help="pages (book/NAME) whose code changed without changing their work")
     arguments = parser.parse_args()
-    recorded = record(ROOT, [json.loads(path.read_text()) for path in arguments.record])
-    print(f"recorded {len(recorded)} pages in {REFERENCE_PAGES}")
+    if arguments.same_work:
+        same_work(ROOT, arguments.same_work)
+        print(f"recorded the current code of {len(arguments.same_work)} pages, their reference seconds unchanged")
+    else:
+        recorded = record(ROOT, [json.loads(path.read_text()) for path in arguments.record])
+        print(f"recorded {len(recorded)} pages in {REFERENCE_PAGES}")

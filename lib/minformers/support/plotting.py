@@ -1,8 +1,9 @@
 """One plotting style for the whole book, readable in the site's light and dark themes
 and at its column width.
 
-Backgrounds are transparent, so the page colour shows through; text, axes and lines use
-mid tones that keep enough contrast on white and on near-black.
+Backgrounds are transparent, so the page colour shows through; text, axes, lines and the
+colormaps' ends use mid tones that keep enough contrast on white and on the dark theme's
+near-black (``contrast`` measures it; tests/test_figure_ink.py checks it).
 
 A figure is drawn at most as wide as the site's text column (COLUMN_INCHES at DPI dots
 per inch is the column's width in CSS pixels), so the site shows it at its drawn size
@@ -17,7 +18,9 @@ the size ("retina"), so it stays sharp when enlarged.
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
+import numpy as np
 from cycler import cycler
+from matplotlib.colors import ListedColormap, to_rgb
 
 # CSS pixels per inch: at this resolution a point on the figure is a point on the page
 DPI = 96
@@ -28,9 +31,45 @@ COLUMN_INCHES = 7.0
 MAX_COLUMNS = 3
 MIN_FONT_POINTS = 9
 
-# mid grey: WCAG contrast 3.6:1 on white and 5.2:1 on #111111, so it reads on both
-INK = "#868686"
-# Mid-tone hues, each with contrast >= 2.9:1 on white and >= 4.8:1 on #111111 (neither
+# the page behind a figure: white in the site's light theme, and the background of
+# sphinx-book-theme's dark one
+LIGHT_PAGE = "#ffffff"
+DARK_PAGE = "#121212"
+
+
+def contrast(colour, background) -> float:
+    """WCAG 2 contrast ratio of two colours, from 1:1 (the same) to 21:1 (black on
+    white); text needs 4.5:1, other marks 3:1.
+
+    >>> round(contrast("#767676", "white"), 2), round(contrast("black", "white"), 1)
+    (4.54, 21.0)
+    """
+    lighter, darker = sorted(
+        (float(luminance(to_rgb(colour))), float(luminance(to_rgb(background)))),
+        reverse=True,
+    )
+    return (lighter + 0.05) / (darker + 0.05)
+
+
+def luminance(rgb) -> np.ndarray:
+    """WCAG relative luminance of sRGB colours, channels in 0-1 on the last axis (a
+    colour or an image): the channels made linear, weighted by the eye's sensitivity.
+
+    >>> luminance([1.0, 1.0, 1.0]).round(4), luminance([0.0, 0.0, 1.0]).round(4)
+    (np.float64(1.0), np.float64(0.0722))
+    """
+    channels = np.asarray(rgb, dtype=float)
+    linear = np.where(
+        channels <= 0.04045, channels / 12.92, ((channels + 0.055) / 1.055) ** 2.4
+    )
+    return linear @ np.array([0.2126, 0.7152, 0.0722])
+
+
+# Mid grey for text, axes and reference lines. No grey reaches the 4.5:1 that text needs
+# on both pages (the best, #797979, reaches 4.3:1 on each); this one reaches it on the
+# light page: contrast() gives 4.54:1 on white and 4.12:1 on #121212.
+INK = "#767676"
+# Mid-tone hues, each with contrast >= 2.9:1 on white and >= 4.8:1 on #121212 (neither
 # pastel nor dark).
 COLORS = [
     "#4a90d9",
@@ -42,6 +81,28 @@ COLORS = [
     "#2e9f98",
     "#d0609c",
 ]
+
+
+def _cut(name: str, low: float, high: float, new_name: str) -> ListedColormap:
+    """Matplotlib's colormap ``name`` between fractions ``low`` and ``high`` of its
+    range, stretched over the whole range of a map registered as ``new_name`` (the
+    style's default map must be a registered name)."""
+    cmap = ListedColormap(
+        mpl.colormaps[name](np.linspace(low, high, 256)), name=new_name
+    )
+    if new_name not in mpl.colormaps:
+        mpl.colormaps.register(cmap)
+    return cmap
+
+
+# Heatmaps of values from low to high (attention weights, masks) and the default map.
+# Viridis less its darkest fifth, whose near-black purple vanishes on the dark page: its
+# darkest colour has contrast 2.13:1 on #121212 (its yellow top, 1.26:1 on white, is
+# viridis's own).
+SEQUENTIAL = _cut("viridis", 0.2, 1.0, "minformers_sequential")
+# Signed values centred on zero (white there): RdBu's middle 80%, so that both ends are
+# mid-tones, with contrast 2.69:1 (red) and 3.13:1 (blue) on #121212.
+DIVERGING = _cut("RdBu", 0.1, 0.9, "minformers_diverging")
 
 STYLE = {
     "figure.facecolor": "none",
@@ -71,7 +132,7 @@ STYLE = {
     "axes.prop_cycle": cycler(color=COLORS),
     "lines.linewidth": 1.8,
     "legend.frameon": False,
-    "image.cmap": "viridis",  # perceptually uniform, and readable on both backgrounds
+    "image.cmap": SEQUENTIAL.name,  # for maps drawn without a cmap (contours, imshow)
 }
 
 
