@@ -6,6 +6,7 @@
 - `notebooks`: the executed notebook of each page in the download menu, with a first cell that installs the
   course library where it is missing; the lib's wheel and the notebook requirements at <site>/course/; the
   Colab button pointed at the published notebook (Colab opens only .ipynb files, and the chapters are MyST .md);
+  that notebook in plain Markdown, without solutions, each stream once and no `needs_background`;
   no launch buttons when `repository.url` in _config.yml is empty, so that one setting turns them on and off;
 - `alt_text`: an alt text for every figure a code cell draws;
 - `chapter_page`: under each chapter's title, the chapters it builds on and how long it took to run; numbered
@@ -22,6 +23,7 @@ from course_site.notebooks import (
     launch_buttons_need_a_repository,
     offer_notebook_download,
 )
+from course_site.readable_notebook import readable_download
 from course_site.timings import time_the_machine, write_timings
 
 
@@ -32,6 +34,7 @@ def setup(app):
     # Priority 500 runs before sphinx-book-theme builds its header buttons (501).
     app.connect("html-page-context", offer_notebook_download, priority=500)
     app.connect("html-page-context", colab_opens_the_published_notebook, priority=502)
+    app.connect("html-page-context", readable_download, priority=502)
     app.connect("html-page-context", install_cell_first, priority=502)
     app.connect("html-page-context", drop_thebe, priority=999)
     app.connect("doctree-resolved", describe_cell_figures)

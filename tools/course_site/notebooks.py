@@ -1,7 +1,7 @@
 """What a reader downloads or launches: each page's executed notebook in the download menu, with a first cell that
 installs the course library where it is missing; the lib's wheel and the notebook requirements served at
 <site>/course/; the Colab button pointed at the published notebook; and no launch buttons without a
-repository URL.
+repository URL. course_site/readable_notebook.py makes that notebook readable in Jupyter.
 """
 
 import json
