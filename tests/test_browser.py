@@ -436,13 +436,43 @@ def test_the_chapter_map_links_each_chapter(browser, base_url, window_width):
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", links[0])
     browser.save_screenshot(str(SCREENSHOTS / f"chapter-map-{window_width}px.png"))
     assert browser.execute_script("return document.documentElement.scrollWidth <= innerWidth")
+    cue = browser.execute_script("const cue = document.querySelector('.chapter-map-cue');"
+                                 "return cue && cue.getBoundingClientRect().height > 0;")
+    assert cue == (window_width < 700), f"the cue that the map scrolls sideways is {'' if cue else 'not '}shown at " \
+                                        f"{window_width} px"
     target = links[-1].get_dom_attribute("href").split("/")[-1]
     browser.execute_script("arguments[0].scrollIntoView({block: 'center', inline: 'center'});", links[-1])
     links[-1].find_element(By.CSS_SELECTOR, "text").click()
     WebDriverWait(browser, 10).until(lambda driver: driver.current_url.endswith(target))
 
 
-def test_search_finds_attention(browser, base_url):
+@pytest.mark.parametrize("window_width", ["phone", "desktop"], indirect=True)
+def test_the_landing_page_says_where_to_start_above_the_fold(browser, base_url, window_width):
+    from selenium.webdriver.common.by import By
+
+    browser.get(base_url + "book/intro.html")
+    start = browser.find_element(By.XPATH, "//article//p[strong[starts-with(., 'Start here')]]/a")
+    assert start.get_attribute("href").endswith("/tokenization.html")
+    top = browser.execute_script("return arguments[0].getBoundingClientRect().bottom <= innerHeight;", start)
+    assert top, f"the 'Start here' link is below the first screen at {window_width} px"
+
+
+@pytest.mark.parametrize("window_width", ["phone"], indirect=True)
+def test_a_tap_on_a_page_contents_link_closes_the_drawer(browser, base_url, window_width):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(base_url + "book/attention.html")
+    visible_button(browser, ".secondary-toggle").click()
+    WebDriverWait(browser, 5).until(lambda driver: driver.execute_script(NAVIGATION)["contents_dialog"])
+    link = browser.find_elements(By.CSS_SELECTOR, "#pst-secondary-sidebar-modal a.reference")[-1]
+    target = link.get_attribute("href").split("#")[-1]
+    link.click()
+    WebDriverWait(browser, 5).until(lambda driver: not driver.execute_script(NAVIGATION)["contents_dialog"])
+    assert browser.current_url.endswith("#" + target)
+
+
+def test_search_finds_attention_and_quotes_the_chapters_text(browser, base_url):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -452,6 +482,11 @@ def test_search_finds_attention(browser, base_url):
     assert results, "searching for 'attention' returned nothing"
     for result in results:
         assert result.get_attribute("href").startswith(base_url)
+    snippets = WebDriverWait(browser, 30).until(
+        lambda driver: driver.find_elements(By.CSS_SELECTOR, "#search-results ul.search li p.context"))
+    theme_text = [snippet.text for snippet in snippets if any(
+        word in snippet.text for word in (".pdf", "Contents", "Toggle"))]
+    assert snippets and not theme_text, f"search snippets quote the theme: {theme_text[:3]}"
 
 
 def test_search_for_bpe_ranks_the_tokenization_chapter_near_the_top(browser, base_url, visits):

@@ -21,5 +21,13 @@ document.addEventListener("DOMContentLoaded", () => {
       frame.className = "chapter-map-frame";
       frame.appendChild(document.importNode(drawing, true));
       (image.closest("a") || image).replaceWith(frame);  // the figure's own link to the file would wrap the links
+      // On a narrow screen the map keeps a readable size and scrolls inside its frame: say so under it.
+      const cue = document.createElement("p");
+      cue.className = "chapter-map-cue";
+      cue.textContent = "The map is wider than the screen: swipe it sideways to see all of it.";
+      frame.after(cue);
+      const showCue = () => { cue.hidden = frame.scrollWidth <= frame.clientWidth; };
+      showCue();
+      window.addEventListener("resize", showCue);
     });
 });

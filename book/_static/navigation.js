@@ -22,9 +22,24 @@ column beside the page, the button folds that column away and back instead. */
     }));
   };
 
+  // A tap on a link in an open chapter list or page contents closes it, so the page shows where the link led
+  // (the theme leaves the dialog open over it; closing it puts the list back in its column).
+  const closeOnLink = (id) => {
+    const dialog = document.getElementById(id);
+    if (dialog) {
+      dialog.addEventListener("click", (event) => {
+        if (event.target.closest("a[href]") && dialog.open) {
+          dialog.close();
+        }
+      });
+    }
+  };
+
   const setUp = () => {
     wire(".primary-toggle", true);
     wire(".secondary-toggle", false);
+    closeOnLink("pst-primary-sidebar-modal");
+    closeOnLink("pst-secondary-sidebar-modal");
   };
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", setUp);
