@@ -457,6 +457,31 @@ def test_the_landing_page_says_where_to_start_above_the_fold(browser, base_url, 
     assert top, f"the 'Start here' link is below the first screen at {window_width} px"
 
 
+WEIGHT = """
+const done = arguments[arguments.length - 1];
+window.setTimeout(() => {  // after the page's last requests (fonts, MathJax's own files)
+  const icon = document.querySelector(".article-header-buttons i.fa-download");
+  done({
+    bytes: [...performance.getEntriesByType("navigation"), ...performance.getEntriesByType("resource")]
+      .reduce((sum, entry) => sum + entry.decodedBodySize, 0),
+    files: performance.getEntriesByType("resource").map(entry => [entry.name, entry.decodedBodySize]),
+    icon_drawn: !!icon && getComputedStyle(icon, "::before").content !== "none"
+      && document.fonts.check('900 16px "Font Awesome 6 Free"'),
+  });
+}, 1000);
+"""
+
+
+def test_the_landing_page_loads_under_two_megabytes_with_its_icons(browser, base_url):
+    """What a reader's first visit loads, uncompressed: the page and every file it asks for."""
+    browser.get(base_url + "book/intro.html")
+    browser.execute_async_script(PAGE_REPORT)
+    weight = browser.execute_async_script(WEIGHT)
+    largest = sorted(weight["files"], key=lambda file: -file[1])[:5]
+    assert weight["bytes"] < 2_000_000, f"the landing page loads {weight['bytes']:,} bytes; the largest: {largest}"
+    assert weight["icon_drawn"], "the download button's icon is not drawn by the theme's icon font"
+
+
 @pytest.mark.parametrize("window_width", ["phone"], indirect=True)
 def test_a_tap_on_a_page_contents_link_closes_the_drawer(browser, base_url, window_width):
     from selenium.webdriver.common.by import By

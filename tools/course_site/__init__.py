@@ -11,7 +11,9 @@
 - `alt_text`: an alt text for every figure a code cell draws;
 - `chapter_page`: under each chapter's title, the chapters it builds on and how long it took to run; numbered
   ids for the exercises' and solutions' content sections, which sphinx-exercise gives one shared id; none of
-  sphinx-thebe's scripts and styles, which load on every page though Thebe is off.
+  sphinx-thebe's scripts and styles, which load on every page though Thebe is off;
+- `page_weight`: no Font Awesome script (the theme's stylesheet already draws its icons) and no MathJax on a page
+  without a formula.
 """
 
 from course_site.alt_text import describe_cell_figures
@@ -23,6 +25,7 @@ from course_site.notebooks import (
     launch_buttons_need_a_repository,
     offer_notebook_download,
 )
+from course_site.page_weight import drop_fontawesome_script, no_mathjax_without_math
 from course_site.readable_notebook import readable_download
 from course_site.timings import time_the_machine, write_timings
 
@@ -37,9 +40,11 @@ def setup(app):
     app.connect("html-page-context", readable_download, priority=502)
     app.connect("html-page-context", install_cell_first, priority=502)
     app.connect("html-page-context", drop_thebe, priority=999)
+    app.connect("html-page-context", no_mathjax_without_math, priority=999)
     app.connect("doctree-resolved", describe_cell_figures)
     app.connect("doctree-resolved", unique_exercise_ids)
     app.connect("doctree-resolved", chapter_facts)
     app.connect("source-read", time_the_machine)
     app.connect("build-finished", write_timings)
+    app.connect("build-finished", drop_fontawesome_script)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
