@@ -150,12 +150,31 @@ def visits(browser, base_url) -> dict[str, Visit]:
     assert pages, f"no pages in {SITE}"
     drain_logs(browser)
     result = {}
-    for page in pages:
-        browser.get(base_url + page)
-        report = browser.execute_async_script(PAGE_REPORT)
-        console, requests = drain_logs(browser)
-        result[page] = Visit(page, report, console, requests)
+    try:
+        for page in pages:
+            browser.get(base_url + page)
+            report = browser.execute_async_script(PAGE_REPORT)
+            report["shapes"] = figure_shapes(browser)
+            console, requests = drain_logs(browser)
+            result[page] = Visit(page, report, console, requests)
+    finally:
+        browser.set_window_size(1280, 1000)
     return result
+
+
+SHAPES = """return Array.from(document.querySelectorAll("article img")).filter(image => image.offsetParent)
+  .map(image => ({src: image.getAttribute("src"), file: image.naturalWidth / image.naturalHeight,
+    shown: image.clientWidth / image.clientHeight, width: image.clientWidth}));"""
+
+
+def figure_shapes(browser) -> dict[int, list]:
+    """{window width: each shown figure's shape there} on the page loaded, its window resized to each of WIDTHS."""
+    shapes = {}
+    for width in WIDTHS.values():
+        browser.set_window_size(width, 900)
+        shapes[width] = browser.execute_script(SHAPES)
+    browser.set_window_size(1280, 1000)
+    return shapes
 
 
 def failures(visits, check) -> list[str]:
@@ -241,33 +260,18 @@ def test_figures_are_numbered_and_shown_at_the_size_they_were_drawn(browser, bas
     assert not found, "\n".join(found)
 
 
-SHAPES = """return Array.from(document.querySelectorAll("article img")).filter(image => image.offsetParent)
-  .map(image => ({src: image.getAttribute("src"), file: image.naturalWidth / image.naturalHeight,
-    shown: image.clientWidth / image.clientHeight, width: image.clientWidth}));"""
-
-
-def test_figures_keep_their_shape_at_every_width(browser, base_url, visits):
+def test_figures_keep_their_shape_at_every_width(visits):
     """Each figure's shown width over height is its file's, on a phone, a tablet and a desktop: where the column is
-    narrower than the figure was drawn, its height shrinks with its width. Each page is loaded once and the window
-    resized around it; a ratio off by more than 2% (a pixel or two of rounding on a small figure) is a fault."""
-    pages = [visit.page for visit in visits.values() if visit.report["images"]]
-    assert pages, "no page has a figure: nothing was checked"
-    found, measured = [], 0
-    try:
-        for page in pages:
-            browser.set_window_size(WIDTHS["desktop"], 900)
-            browser.get(base_url + page)
-            browser.execute_async_script(PAGE_REPORT)  # waits for the images
-            for name, width in WIDTHS.items():
-                browser.set_window_size(width, 900)
-                for image in browser.execute_script(SHAPES):
-                    measured += 1
-                    if abs(image["shown"] / image["file"] - 1) > 0.02:
-                        found.append(f"{page}: {image['src']} at {width} px ({name}): shown {image['shown']:.2f} "
-                                     f"wide per unit of height at {image['width']} px wide, drawn {image['file']:.2f}")
-    finally:
-        browser.set_window_size(1280, 1000)
+    narrower than the figure was drawn, its height shrinks with its width. A ratio off by more than 2% (a pixel or
+    two of rounding on a small figure) is a fault."""
+    def out_of_shape(visit):
+        return [f"{image['src']} at {width} px: shown {image['shown']:.2f} wide per unit of height at "
+                f"{image['width']} px wide, drawn {image['file']:.2f}"
+                for width, images in visit.report["shapes"].items() for image in images
+                if abs(image["shown"] / image["file"] - 1) > 0.02]
+    measured = sum(len(images) for visit in visits.values() for images in visit.report["shapes"].values())
     assert measured, "no figure was shown at any width"
+    found = failures(visits, out_of_shape)
     assert not found, f"{len(found)} of {measured} figures shown out of shape:\n" + "\n".join(found)
 
 
