@@ -14,7 +14,21 @@ TEST_WORKERS := -n 2
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install book page test check unit book-tests notebooks student grade serve lint clean bench lock
+# Debian packages `make test` needs besides Python: Chromium and its driver for the browser tests
+# (tests/test_browser.py, tests/test_jupyterlab.py), bubblewrap for the grader's sandbox (tools/grade.py); a package
+# counts as present when its command (SYSTEM_COMMANDS, in the same order) is on the PATH.
+SYSTEM_PACKAGES := chromium chromium-driver bubblewrap
+SYSTEM_COMMANDS := chromium chromedriver bwrap
+# Whether make runs as root, and so may install them itself (set AS_ROOT=no to see what any other user is told).
+AS_ROOT ?= $(if $(filter 0,$(shell id -u)),yes,no)
+APT_GET ?= apt-get
+# When this make started: `make test` holds itself, install included, to the time CI allows (tools/build_clock.py).
+STARTED := $(shell date +%s)
+# $(MAKE) under another name, for the test steps: `make -n` runs, rather than prints, any recipe line that names
+# $(MAKE) itself, so `make -n test` would run every step instead of listing them.
+SUBMAKE = $(MAKE) --no-print-directory
+
+.PHONY: install system-packages book page test check unit book-tests notebooks student grade serve lint clean bench lock
 
 install: $(STAMP)
 
@@ -40,14 +54,32 @@ page: $(STAMP)
 	@test -n "$(PAGE)" || { echo "usage: make page PAGE=bert (a file name in book/, without .md)"; exit 2; }
 	$(BIN)/python tools/build_book.py --page "$(PAGE)"
 
-# Everything CI checks: lint, unit and parity tests, the book build, then tests that read the build.
-test: $(STAMP)
+# Everything CI checks, on a fresh machine too: the Debian packages, the install, lint, unit and parity tests, the
+# book build, then tests that read the build; last, what this run would take on CI's slowest machines (over 60
+# minutes fails). The prerequisites run in order: the packages are checked before anything is installed.
+test: system-packages $(STAMP)
 	@$(BIN)/python tools/steps.py \
-	  "lint=$(MAKE) --no-print-directory lint" \
+	  "lint=$(SUBMAKE) lint" \
 	  "unit tests=$(BIN)/python -m pytest -m 'not book' $(TEST_WORKERS)" \
 	  "book build=$(BIN)/python tools/build_book.py" \
 	  "student edition=$(BIN)/python tools/student.py" \
-	  "book tests=$(BIN)/python -m pytest -m book $(TEST_WORKERS)"
+	  "book tests=$(BIN)/python -m pytest -m book $(TEST_WORKERS)" \
+	  'CI time=$(BIN)/python tools/build_clock.py --ci-took $$(( $$(date +%s) - $(STARTED) ))'
+
+# Installs SYSTEM_PACKAGES from Debian when one is missing, as root (CI); any other user is told the command, and
+# make stops. Installed only when missing, so a second run does nothing.
+system-packages:
+	@missing=; \
+	for command in $(SYSTEM_COMMANDS); do command -v $$command > /dev/null || missing="$$missing $$command"; done; \
+	if [ -n "$$missing" ] && [ "$(AS_ROOT)" != yes ]; then \
+	  echo "make test needs Debian's $(SYSTEM_PACKAGES) (not found:$$missing). Install them with:"; \
+	  echo "  sudo apt-get install -y $(SYSTEM_PACKAGES)"; \
+	  exit 1; \
+	elif [ -n "$$missing" ]; then \
+	  echo "installing $(SYSTEM_PACKAGES) from Debian (not found:$$missing)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  $(APT_GET) update -qq > /dev/null && $(APT_GET) install -y -qq $(SYSTEM_PACKAGES) > /dev/null; \
+	fi
 
 # Fast subset for development (under 2 minutes): lint and unit tests, no book build.
 check: lint
