@@ -1,9 +1,9 @@
 """The built site as readers use it: every page opened in headless Chromium, served from localhost.
 
 Chromium and its driver are Debian's (`apt-get install chromium chromium-driver`, which `make test` does as
-root); nothing is downloaded. The site is `_build/html` unless MINFORMERS_SITE names another built site (a small book built with
-`tools/build_book.py DIR` while developing: MINFORMERS_SITE=DIR/_build/html). Every page is visited once
-(`visits`), and each test below reads what that visit recorded, so the suite takes about two seconds a page.
+root); nothing is downloaded. The site is `_build/html` unless MINFORMERS_SITE names another built site (a small
+book built with `tools/build_book.py DIR` while developing: MINFORMERS_SITE=DIR/_build/html). Every page is visited
+once (`visits`), and each test below reads what that visit recorded, so the suite takes about two seconds a page.
 Screenshots for review, in light and dark mode, go to `screenshots/` beside the site (`_build/screenshots/`).
 """
 
