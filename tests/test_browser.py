@@ -118,6 +118,10 @@ Promise.all([mathjax || Promise.resolve(), ...images, document.fonts.ready]).the
       .map(a => new URL(a.getAttribute("href"), location.href).href),
     notebook: Array.from(document.querySelectorAll("a[href$='.ipynb']")).map(a => a.href),
     solutions: document.querySelectorAll(".solution.dropdown").length,
+    wide_outputs: Array.from(document.querySelectorAll(".cell_output pre"))  // printed text wider than its box
+      .filter(pre => pre.offsetParent !== null && pre.scrollWidth > pre.clientWidth + 1)
+      .map(pre => pre.textContent.split("\\n").reduce((a, b) => (b.length > a.length ? b : a)).slice(0, 100)),
+    printed_outputs: Array.from(document.querySelectorAll(".cell_output pre")).filter(pre => pre.offsetParent).length,
     repeated_ids: Object.entries(Array.from(document.querySelectorAll("[id]")).reduce(
       (seen, node) => ({...seen, [node.id]: (seen[node.id] || 0) + 1}), {})).filter(([, n]) => n > 1).map(([id]) => id),
   });
@@ -273,6 +277,14 @@ def test_figures_keep_their_shape_at_every_width(visits):
     assert measured, "no figure was shown at any width"
     found = failures(visits, out_of_shape)
     assert not found, f"{len(found)} of {measured} figures shown out of shape:\n" + "\n".join(found)
+
+
+def test_no_printed_output_scrolls_sideways(visits):
+    """Each line a cell prints fits its output box in the 676 px column of a 1,280 px window: a line that ran past it
+    (30 losses on one line, a model's repr) hid its end behind a scroll bar. The longest line of each such output
+    is named. Closed solutions are not measured."""
+    assert sum(visit.report["printed_outputs"] for visit in visits.values()), "no page prints anything"
+    assert not failures(visits, lambda visit: [f"scrolls sideways: {line!r}" for line in visit.report["wide_outputs"]])
 
 
 def test_a_click_on_a_figure_opens_it_at_full_size(browser, base_url, visits):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import jupytext
 import matplotlib
+import numpy as np
 import pytest
 
 matplotlib.use("Agg")
@@ -119,3 +120,64 @@ def test_the_rules_can_fail():
     assert [value for _, value in font_sizes_set("ax.legend(fontsize=7)\nax.set_title('x', size='small')")] == [
         7, "small"]
     assert too_small(7) and too_small("small") and not too_small(9) and not too_small("large")
+
+
+def drawn(fig):
+    fig.draw_without_rendering()
+    return fig
+
+
+def test_a_legend_over_the_data_is_moved_off_the_panel():
+    """Three waves fill a lone panel: no place inside is free, so `label` puts the legend to its right. Beside
+    another panel it goes below, under the x label: to its right it would take half the panel's width."""
+    x = np.linspace(0, 1, 200)
+    fig, ax = plotting.figure(height=3)
+    for phase in (0, 2, 4):
+        ax.plot(x, np.sin(12 * x + phase), label=f"a wave, phase {phase}")
+    plotting.label(ax, "Waves", "x", "y")
+    legend = drawn(fig).axes[0].get_legend().get_window_extent()
+    assert legend.x0 >= ax.bbox.x1, (legend, ax.bbox)
+
+    fig, (left, right) = plotting.figure(1, 2, height=3)
+    for phase in (0, 2, 4):
+        left.plot(x, np.sin(12 * x + phase), label=f"a wave, phase {phase}")
+    plotting.label(left, "Waves", "x", "y")
+    drawn(fig)
+    legend = left.get_legend().get_window_extent()
+    assert legend.y1 <= left.xaxis.label.get_window_extent().y0, "the legend is not below the x label"
+    assert legend.x1 <= right.bbox.x0 + 1 and not plotting.legend_covers_data(left)
+
+
+def test_a_legend_in_empty_space_stays_where_it_is_free():
+    """Data in the lower half only: the legend stays in the panel, at the first of matplotlib's places (upper
+    right) that covers nothing."""
+    fig, ax = plotting.figure(height=3)
+    ax.plot([0, 1], [0.0, 0.2], label="low")
+    ax.plot([0, 1], [0.1, 0.0], label="lower")
+    ax.set_ylim(0, 1)
+    plotting.label(ax, "Low lines", "x", "y")
+    drawn(fig)
+    box = ax.get_legend().get_window_extent()
+    assert ax.bbox.x0 < box.x0 and box.x1 < ax.bbox.x1 and box.y0 > (ax.bbox.y0 + ax.bbox.y1) / 2, (box, ax.bbox)
+    assert box.x0 > (ax.bbox.x0 + ax.bbox.x1) / 2, "not upper right, the first place tried"
+    assert not plotting.legend_covers_data(ax)
+
+
+@pytest.mark.parametrize("draw, covered", [
+    (lambda ax: ax.axhline(0.5), True),  # a line through the box, no point of it inside
+    (lambda ax: ax.plot([0.5], [0.5], "o"), True),
+    (lambda ax: ax.plot([0.05], [0.05], "o"), False),
+    (lambda ax: ax.scatter([0.5], [0.5]), True),
+    (lambda ax: ax.scatter([0.95], [0.05]), False),
+    (lambda ax: ax.bar([0.5], [0.6], width=0.1), True),
+    (lambda ax: ax.fill_between([0, 1], [0.3, 0.3], [0.7, 0.7]), True),
+    (lambda ax: ax.fill_between([0, 1], [0, 0], [0.1, 0.1]), False),
+], ids=["line across", "marker", "marker away", "point", "point away", "bar", "area", "area away"])
+def test_legend_covers_data_sees_lines_points_bars_and_areas(draw, covered):
+    fig, ax = plotting.figure(height=3)
+    draw(ax)
+    ax.plot([], [], label="a legend in the middle")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.legend(loc="center")
+    assert plotting.legend_covers_data(ax) == covered

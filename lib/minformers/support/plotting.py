@@ -20,7 +20,9 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 from cycler import cycler
+from matplotlib.collections import PathCollection
 from matplotlib.colors import ListedColormap, to_rgb
+from matplotlib.transforms import offset_copy
 
 # CSS pixels per inch: at this resolution a point on the figure is a point on the page
 DPI = 96
@@ -179,16 +181,125 @@ def figure(
 
 def label(ax, title: str, xlabel: str, ylabel: str):
     """Set title and axis labels together (so none is forgotten); add a legend if
-    anything is labelled."""
+    anything is labelled, off the data (``place_legend``)."""
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if ax.get_legend_handles_labels()[1]:
-        ax.legend()
+        place_legend(ax)
     return ax
+
+
+# Matplotlib's places for a legend in a panel, in the order loc="best" tries them
+LEGEND_PLACES = (
+    "upper right",
+    "upper left",
+    "lower left",
+    "lower right",
+    "right",
+    "center left",
+    "center right",
+    "lower center",
+    "upper center",
+    "center",
+)
+
+
+def place_legend(ax):
+    """The panel's legend in the first of matplotlib's places where it covers nothing
+    drawn so far; if there is none, off the panel (``legend_off_the_data``).
+    Matplotlib's loc="best" takes the place that covers the fewest points, which may
+    still cover many.
+
+    The place is chosen in the figure's layout when the legend is placed: draw the data
+    first, and place the legend yourself if the layout changes much afterwards (a colour
+    bar or another panel's long tick labels in the same column narrow this panel)."""
+    legend = ax.legend()
+    ax.figure.draw_without_rendering()  # lays the figure out, as it will be drawn
+    for place in LEGEND_PLACES:
+        legend.set_loc(place)
+        if not covers_data(ax, legend.get_window_extent()):
+            return legend
+    return legend_off_the_data(ax)
 
 
 def legend_outside(ax):
     """The panel's legend to its right, off the data (constrained layout narrows the
     panel to make room)."""
     return ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+
+
+def legend_below(ax, ncols: int = 1):
+    """The panel's legend under its x-axis label, off the data (constrained layout
+    shortens the panel to make room): for a panel with others beside it, which a
+    legend to its right would narrow."""
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()
+    ax.figure.draw_without_rendering()
+    # the ticks and the x label below the panel, in points: the same at any panel size
+    below = (ax.bbox.y0 - ax.get_tightbbox().y0) * 72 / ax.figure.dpi
+    return ax.legend(
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        bbox_transform=offset_copy(
+            ax.transAxes, ax.figure, y=-below - 4, units="points"
+        ),
+        borderaxespad=0.0,
+        ncols=ncols,
+    )
+
+
+def legend_off_the_data(ax):
+    """The panel's legend to its right if it is the only panel of its row, else below
+    it (to its right, it would take a third or half of a narrow panel's width)."""
+    grid = ax.get_subplotspec()
+    beside_others = grid is not None and grid.get_gridspec().ncols > 1
+    return legend_below(ax) if beside_others else legend_outside(ax)
+
+
+def legend_covers_data(ax) -> bool:
+    """Whether the panel's legend, where the figure's layout puts it, lies over any of
+    its lines, markers, points, areas or bars.
+
+    >>> fig, ax = figure()
+    >>> lines = ax.plot([0, 1], [0, 1], label="diagonal")
+    >>> legend_covers_data(ax), legend_covers_data(ax.legend(loc="center").axes)
+    (False, True)
+    """
+    legend = ax.get_legend()
+    if legend is None:
+        return False
+    ax.figure.draw_without_rendering()
+    return covers_data(ax, legend.get_window_extent())
+
+
+def covers_data(ax, box) -> bool:
+    """Whether ``box`` (in display pixels; a legend's includes its padding) lies over
+    what the panel draws: lines (their segments, not only their points), markers,
+    scatter points, areas (fill_between, filled contours) and bars."""
+    for line in ax.get_lines():
+        path = line.get_transform().transform_path(line.get_path())
+        drawn = line.get_linestyle() not in ("None", "")
+        if drawn and path.intersects_bbox(box, filled=False):
+            return True
+        if line.get_marker() not in ("None", "", None, " "):
+            reach = line.get_markersize() / 2 * ax.figure.dpi / 72
+            if box.padded(reach).count_contains(path.vertices):
+                return True
+    for collection in ax.collections:
+        if isinstance(collection, PathCollection):  # scatter: a marker at each offset
+            points = collection.get_offset_transform().transform(
+                collection.get_offsets()
+            )
+            if box.count_contains(points):
+                return True
+            continue
+        # lines (vlines, contours) or areas (fill_between, filled contours)
+        filled = bool(np.any(collection.get_facecolor()[:, 3]))
+        transform = collection.get_transform()
+        if any(
+            transform.transform_path(path).intersects_bbox(box, filled=filled)
+            for path in collection.get_paths()
+        ):
+            return True
+    return any(box.overlaps(patch.get_window_extent()) for patch in ax.patches)
