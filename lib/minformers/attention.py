@@ -17,10 +17,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from minformers.masks import causal_mask, combine_masks
-from minformers.support.arguments import check_heads, check_size
+from minformers.support.arguments import require_heads, require_size
 
 
-def _check_attention_inputs(q, k, v, mask, dropout_p) -> None:
+def _require_attention_inputs(q, k, v, mask, dropout_p) -> None:
     """Reject inputs that would otherwise fail deep inside a matmul, or silently
     broadcast wrongly."""
     for name, x in (("q", q), ("k", k), ("v", v)):
@@ -76,7 +76,7 @@ def scaled_dot_product_attention(
     >>> scaled_dot_product_attention(q, k, v)
     tensor([[2., 4.]])
     """
-    _check_attention_inputs(q, k, v, mask, dropout_p)
+    _require_attention_inputs(q, k, v, mask, dropout_p)
     # Dividing by sqrt(D) keeps the scores' variance near 1 whatever D is, so the
     # softmax does not saturate.
     # (..., T_q, D) @ (..., D, T_k) -> (..., T_q, T_k)
@@ -122,9 +122,9 @@ class MultiHeadAttention(nn.Module):
         fused: bool = True,
     ):
         super().__init__()
-        check_size("d_model", d_model)
-        check_size("n_heads", n_heads)
-        check_heads(d_model, n_heads)
+        require_size("d_model", d_model)
+        require_size("n_heads", n_heads)
+        require_heads(d_model, n_heads)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
@@ -134,7 +134,7 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
-    def _check_inputs(self, query, key, value) -> None:
+    def _require_inputs(self, query, key, value) -> None:
         for name, x in (("query", query), ("key", key), ("value", value)):
             if x.dim() != 3 or x.shape[-1] != self.d_model:
                 raise ValueError(
@@ -176,7 +176,7 @@ class MultiHeadAttention(nn.Module):
         """
         key = query if key is None else key
         value = key if value is None else value
-        self._check_inputs(query, key, value)
+        self._require_inputs(query, key, value)
         # (B, T_q, C) -> (B, H, T_q, D); (B, T_k, C) -> (B, H, T_k, D) twice
         q, k, v = map(self._split_heads, self._project(query, key, value))
         if cache is not None:  # decoding (the KV cache): earlier keys, then these
@@ -216,7 +216,7 @@ class MultiHeadAttention(nn.Module):
             mask = combine_masks(mask, causal_mask(T_q, T_k, device=q.device))
         dropout_p = self.dropout if self.training else 0.0
         if self.fused and not return_weights:
-            _check_attention_inputs(q, k, v, mask, dropout_p)
+            _require_attention_inputs(q, k, v, mask, dropout_p)
             output = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal_flag
             )

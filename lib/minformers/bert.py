@@ -28,10 +28,10 @@ from minformers.blocks import ACTIVATIONS, TransformerBlock
 from minformers.objectives import IGNORE_INDEX
 from minformers.positions import LearnedPositions
 from minformers.support.arguments import (
-    check_context,
-    check_heads,
-    check_ids,
-    check_size,
+    require_context,
+    require_heads,
+    require_ids,
+    require_size,
 )
 
 
@@ -86,13 +86,13 @@ class BertConfig:
             "max_len",
             "n_segments",
         ):
-            check_size(name, getattr(self, name))
-        check_heads(self.d_model, self.n_heads)
+            require_size(name, getattr(self, name))
+        require_heads(self.d_model, self.n_heads)
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if not self.layer_norm_eps > 0:
             raise ValueError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps}")
-        check_size("pad_id", self.pad_id, minimum=0)
+        require_size("pad_id", self.pad_id, minimum=0)
         if self.pad_id >= self.vocab_size:
             raise ValueError(
                 f"pad_id must be < vocab_size={self.vocab_size}, got {self.pad_id}"
@@ -103,7 +103,7 @@ class BertConfig:
                 f"{self.activation!r}"
             )
         if self.embedding_size is not None:
-            check_size("embedding_size", self.embedding_size)
+            require_size("embedding_size", self.embedding_size)
 
     @classmethod
     def base(cls, **changes) -> "BertConfig":
@@ -214,12 +214,12 @@ class BertEmbeddings(nn.Module):
         self, input_ids: torch.Tensor, segment_ids: torch.Tensor | None = None
     ) -> torch.Tensor:
         config = self.config
-        check_ids("input_ids", input_ids, config.vocab_size, "vocab_size")
-        check_context("input_ids", input_ids.shape[1], config.max_len)
+        require_ids("input_ids", input_ids, config.vocab_size, "vocab_size")
+        require_context("input_ids", input_ids.shape[1], config.max_len)
         if segment_ids is None:
             # one segment: everything is sentence A
             segment_ids = torch.zeros_like(input_ids)
-        check_ids(
+        require_ids(
             "segment_ids", segment_ids, config.n_segments, "n_segments", input_ids.shape
         )
         # (B, T, C)
@@ -408,7 +408,7 @@ class BertForPreTraining(nn.Module):
         if mlm_labels is None:
             mlm_logits = self.mlm_head(body.hidden_states)  # (B, T, V)
         else:
-            check_ids(
+            require_ids(
                 "mlm_labels",
                 mlm_labels,
                 self.config.vocab_size,
@@ -420,7 +420,7 @@ class BertForPreTraining(nn.Module):
             mlm_logits = self.mlm_head(body.hidden_states[labelled])  # (N, C) -> (N, V)
             mlm_loss = F.cross_entropy(mlm_logits, mlm_labels[labelled])
         if nsp_labels is not None:
-            check_ids(
+            require_ids(
                 "nsp_labels",
                 nsp_labels,
                 2,
@@ -469,7 +469,7 @@ class BertForSequenceClassification(nn.Module):
         super().__init__()
         self.config, self.n_classes = (
             config,
-            check_size("n_classes", n_classes, minimum=2),
+            require_size("n_classes", n_classes, minimum=2),
         )
         self.bert = BertModel(config)
         self.dropout = nn.Dropout(config.dropout)
@@ -517,7 +517,7 @@ class BertForSequenceClassification(nn.Module):
         logits = self.classifier(self.dropout(pooled))  # (B, C) -> (B, n_classes)
         loss = None
         if labels is not None:
-            check_ids(
+            require_ids(
                 "labels",
                 labels,
                 self.n_classes,

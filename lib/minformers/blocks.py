@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from minformers.attention import MultiHeadAttention
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 
 ACTIVATIONS = {
     # the exact erf form: BERT, and torch's TransformerEncoderLayer(activation="gelu")
@@ -38,7 +38,7 @@ class FeedForward(nn.Module):
                 f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}"
             )
         self.up_proj = nn.Linear(
-            check_size("d_model", d_model), check_size("d_ff", d_ff)
+            require_size("d_model", d_model), require_size("d_ff", d_ff)
         )
         self.activation = ACTIVATIONS[activation]()
         self.down_proj = nn.Linear(d_ff, d_model)

@@ -28,8 +28,8 @@ from collections.abc import Iterable, Iterator
 from itertools import pairwise
 from pathlib import Path
 
-from minformers.pretokenize import check_special_tokens, pretokenize, split_on_special
-from minformers.support.arguments import check_size
+from minformers.pretokenize import pretokenize, require_special_tokens, split_on_special
+from minformers.support.arguments import require_size
 
 Pair = tuple[int, int]  # two adjacent token ids
 FORMAT = "minformers.ByteBPETokenizer/1"  # written by save, checked by load
@@ -56,8 +56,8 @@ def merge_pair(ids: list[int], pair: Pair, new_id: int) -> list[int]:
     return merged
 
 
-def _check_bpe_special_tokens(special_tokens: Iterable[str]) -> tuple[str, ...]:
-    special_tokens = check_special_tokens(special_tokens)
+def _require_bpe_special_tokens(special_tokens: Iterable[str]) -> tuple[str, ...]:
+    special_tokens = require_special_tokens(special_tokens)
     for token in special_tokens:
         # its bytes would be the byte token's too, so decoding could not tell
         if len(token.encode("utf-8")) == 1:
@@ -112,9 +112,9 @@ def train_bpe(
         raise TypeError(
             f"text_or_path must be a str or a path, got {type(text_or_path).__name__}"
         )
-    special_tokens = _check_bpe_special_tokens(special_tokens)
+    special_tokens = _require_bpe_special_tokens(special_tokens)
     first_byte_id = len(special_tokens)
-    check_size("vocab_size", vocab_size, minimum=256 + first_byte_id)
+    require_size("vocab_size", vocab_size, minimum=256 + first_byte_id)
     pieces = split_on_special(text, special_tokens)
     # English repeats a few thousand words: count each distinct pretoken once, weighted
     # by how often it occurs.
@@ -240,7 +240,7 @@ class ByteBPETokenizer:
         merges: Iterable[tuple[bytes, bytes]],
         special_tokens: Iterable[str] = (),
     ):
-        self.special_tokens = _check_bpe_special_tokens(special_tokens)
+        self.special_tokens = _require_bpe_special_tokens(special_tokens)
         self.vocab = dict(vocab)
         self.merges = [tuple(merge) for merge in merges]
         for token_id, token in self.vocab.items():

@@ -26,7 +26,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 
 
 def normalise(text: str) -> str:
@@ -73,7 +73,7 @@ def minhash_signatures(
     """(N, k): for each set, the minimum over its shingles of each of k salted hash
     functions. Two sets agree on each minimum with probability equal to their Jaccard
     similarity."""
-    check_size("k", k)
+    require_size("k", k)
     salts = np.random.default_rng(seed).integers(0, 1 << 63, size=k, dtype=np.uint64)
     signatures = np.empty((len(shingle_sets), k), dtype=np.uint64)
     with np.errstate(over="ignore"):

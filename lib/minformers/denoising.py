@@ -30,7 +30,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 
 
 def _composition(total: int, parts: int, rng: random.Random) -> list[int]:
@@ -185,7 +185,7 @@ def text_infilling(
     """
     if not 0.0 < mask_ratio < 1.0:
         raise ValueError(f"mask_ratio must be in (0, 1), got {mask_ratio}")
-    n = check_size("len(tokens)", len(tokens))
+    n = require_size("len(tokens)", len(tokens))
     budget = round(n * mask_ratio)
     lengths: list[int] = []
     while sum(lengths) < budget:

@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Starting processes
@@ -86,7 +86,7 @@ def launch(worker: Callable, *args, world_size: int = 2) -> list:
     launch, which imports torch and this module once, so later launches start in a
     fraction of a second instead of importing torch again.
     """
-    check_size("world_size", world_size)
+    require_size("world_size", world_size)
     # takes effect when the server starts, at the first launch
     mp.set_forkserver_preload(["minformers.distributed"])
     with tempfile.TemporaryDirectory() as folder:
@@ -384,8 +384,8 @@ def tensor_parallel_outputs(
 
 def gpipe_bubble(n_stages: int, n_microbatches: int) -> float:
     """The share of a GPipe step each stage sits idle: (p - 1) / (m + p - 1)."""
-    check_size("n_stages", n_stages)
-    check_size("n_microbatches", n_microbatches)
+    require_size("n_stages", n_stages)
+    require_size("n_microbatches", n_microbatches)
     return (n_stages - 1) / (n_microbatches + n_stages - 1)
 
 
@@ -405,8 +405,8 @@ def simulate_gpipe(
     [(0, 'F', 0, 0.0, 1.0), (1, 'F', 0, 1.0, 2.0),
      (1, 'B', 0, 2.0, 3.0), (0, 'B', 0, 3.0, 4.0)]
     """
-    check_size("n_stages", n_stages)
-    check_size("n_microbatches", n_microbatches)
+    require_size("n_stages", n_stages)
+    require_size("n_microbatches", n_microbatches)
     free = [0.0] * n_stages  # when each stage finishes its latest operation
     done = {}  # (phase, stage, micro-batch) -> end time
     events = []

@@ -34,7 +34,7 @@ from minformers.bert import (
     init_bert_weights,
 )
 from minformers.objectives import IGNORE_INDEX, replace_tokens, replaced_token_labels
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 
 SHARED_EMBEDDINGS = (
     "token_embedding",
@@ -50,7 +50,7 @@ def generator_config(discriminator: BertConfig, divisor: int = 4) -> BertConfig:
     shared) and a Linear projects them down, like ALBERT's factorized embedding. The
     paper found generators 1/4 to 1/2 of the discriminator's size work best: a stronger
     generator makes replacements too hard to detect early in training."""
-    check_size("divisor", divisor)
+    require_size("divisor", divisor)
     if discriminator.d_model % divisor or discriminator.d_ff % divisor:
         raise ValueError(
             f"divisor must divide d_model={discriminator.d_model} and "

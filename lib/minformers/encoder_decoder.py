@@ -36,10 +36,10 @@ from minformers.kv_cache import KVCache
 from minformers.masks import causal_mask
 from minformers.positions import SinusoidalPositions
 from minformers.support.arguments import (
-    check_context,
-    check_heads,
-    check_ids,
-    check_size,
+    require_context,
+    require_heads,
+    require_ids,
+    require_size,
 )
 
 PAD, BOS, EOS = 0, 1, 2  # the same special ids in the source and target vocabularies
@@ -82,12 +82,12 @@ class TransformerConfig:
             "d_ff",
             "max_len",
         ):
-            check_size(
+            require_size(
                 name,
                 getattr(self, name),
                 minimum=3 if name.endswith("vocab_size") else 1,
             )
-        check_heads(self.d_model, self.n_heads)
+        require_heads(self.d_model, self.n_heads)
         if self.share_embeddings and self.source_vocab_size != self.target_vocab_size:
             raise ValueError(
                 "share_embeddings needs source_vocab_size == target_vocab_size, got "
@@ -266,8 +266,8 @@ class EncoderDecoder(nn.Module):
         """(B, S) source ids, right-padded with PAD -> (memory (B, S, C), memory_mask
         (B, 1, 1, S))."""
         vocab_size = self.config.source_vocab_size
-        check_ids("source_ids", source_ids, vocab_size, "source_vocab_size")
-        check_context("source_ids", source_ids.shape[1], self.config.max_len)
+        require_ids("source_ids", source_ids, vocab_size, "source_vocab_size")
+        require_context("source_ids", source_ids.shape[1], self.config.max_len)
         # (B, S) -> (B, 1, 1, S): no query reads padding
         memory_mask = (source_ids != PAD)[:, None, None, :]
         x = self._embed(self.source_embedding, source_ids)
@@ -288,10 +288,10 @@ class EncoderDecoder(nn.Module):
         it. ``keep_weights`` leaves each decoder layer's cross-attention weights in its
         ``cross_weights``."""
         vocab_size = self.config.target_vocab_size
-        check_ids("target_ids", target_ids, vocab_size, "target_vocab_size")
+        require_ids("target_ids", target_ids, vocab_size, "target_vocab_size")
         offset = 0 if cache is None else cache.length
         T = target_ids.shape[1]
-        check_context("target_ids", T, self.config.max_len, offset)
+        require_context("target_ids", T, self.config.max_len, offset)
         x = self._embed(self.target_embedding, target_ids, offset)
         self_mask = causal_mask(T, offset + T, device=target_ids.device)  # (T, T_k)
         for index, layer in enumerate(self.decoder_layers):

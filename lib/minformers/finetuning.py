@@ -28,7 +28,7 @@ from torch import nn
 
 from minformers.objectives import pad
 from minformers.similarity import mean_pool
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 from minformers.train import History, TrainConfig, make_optimizer, train
 
 
@@ -38,7 +38,7 @@ def encode_sentences(
     """``[CLS] pieces [SEP]`` for each text, at most ``max_len`` tokens (pieces past
     ``max_len - 2`` are dropped), right-padded to the longest: (ids, attention_mask),
     each (N, T) with T <= max_len."""
-    check_size("max_len", max_len, minimum=3)
+    require_size("max_len", max_len, minimum=3)
     if isinstance(texts, str):
         raise TypeError("texts must be a sequence of strings, not one string")
     special = tokenizer.special_ids
@@ -137,8 +137,8 @@ def fit_classifier(
     dev predictions of each evaluation, (N,) class ids, under "dev_predictions": after
     the run, the final model's, without another pass over the dev set.
     """
-    check_size("batch_size", batch_size)
-    check_size("seed", seed, minimum=0)
+    require_size("batch_size", batch_size)
+    require_size("seed", seed, minimum=0)
     if seed >= 2**12:
         raise ValueError(
             "seed must be below 4096 (it shares the generator's 32 seed bits with the "

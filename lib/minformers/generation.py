@@ -28,7 +28,7 @@ and whose ``config`` has ``max_len`` and ``n_layers``: ``minformers.gpt.GPT`` an
 import torch
 
 from minformers.kv_cache import KVCache
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 
 
 def filter_logits(
@@ -44,7 +44,7 @@ def filter_logits(
     tensor([[0.5000, 0.3000, 0.0000, 0.0000]])
     """
     if top_k is not None:
-        check_size("top_k", top_k)
+        require_size("top_k", top_k)
         # (B, 1): the k-th largest
         kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[..., -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
@@ -118,7 +118,7 @@ def generate(
     window. A prompt longer than the context raises an error, unless ``crop_prompt``
     keeps only its last ``max_len`` tokens.
     """
-    check_size("max_new_tokens", max_new_tokens, minimum=0)
+    require_size("max_new_tokens", max_new_tokens, minimum=0)
     if (
         not isinstance(prompt, torch.Tensor)
         or prompt.dim() != 2

@@ -27,10 +27,10 @@ from minformers.blocks import ACTIVATIONS, TransformerBlock
 from minformers.kv_cache import KVCache
 from minformers.positions import LearnedPositions
 from minformers.support.arguments import (
-    check_context,
-    check_heads,
-    check_ids,
-    check_size,
+    require_context,
+    require_heads,
+    require_ids,
+    require_size,
 )
 
 
@@ -58,8 +58,8 @@ class GPTConfig:
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_len"):
-            check_size(name, getattr(self, name))
-        check_heads(self.d_model, self.n_heads)
+            require_size(name, getattr(self, name))
+        require_heads(self.d_model, self.n_heads)
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.activation not in ACTIVATIONS:
@@ -178,11 +178,11 @@ class GPT(nn.Module):
     ) -> torch.Tensor:
         """(B, T) ids -> (B, T, C), the last block's output (after the final norm, if
         any)."""
-        check_ids("input_ids", input_ids, self.config.vocab_size, "vocab_size")
+        require_ids("input_ids", input_ids, self.config.vocab_size, "vocab_size")
         # tokens already processed: the new ones come after them
         offset = 0 if cache is None else cache.length
         T = input_ids.shape[1]
-        check_context("input_ids", T, self.config.max_len, offset)
+        require_context("input_ids", T, self.config.max_len, offset)
         # (B, T, C) + (T, C)
         x = self.token_embedding(input_ids) + self.position_embedding(T, offset)
         x = self.dropout(x)

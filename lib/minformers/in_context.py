@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class KeyValueTask:
 
     def __post_init__(self):
         for name in ("n_keys", "n_values", "n_queries"):
-            check_size(name, getattr(self, name))
+            require_size(name, getattr(self, name))
 
     @property
     def vocab_size(self) -> int:
@@ -87,7 +87,7 @@ class KeyValueTask:
             raise ValueError(
                 f"n_examples must be in [0, n_keys={self.n_keys}], got {n_examples}"
             )
-        check_size("batch_size", batch_size)
+        require_size("batch_size", batch_size)
         # (B, keys): key -> value
         maps = torch.randint(self.n_values, (batch_size, self.n_keys), generator=draw)
         order = torch.argsort(

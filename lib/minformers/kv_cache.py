@@ -21,7 +21,7 @@ tokens' keys and values and attends over what it returns.
 
 import torch
 
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 
 
 class KVCache:
@@ -29,7 +29,7 @@ class KVCache:
     by concatenation."""
 
     def __init__(self, n_layers: int):
-        self.n_layers = check_size("n_layers", n_layers)
+        self.n_layers = require_size("n_layers", n_layers)
         self.keys: list[torch.Tensor | None] = [None] * n_layers
         self.values: list[torch.Tensor | None] = [None] * n_layers
 

@@ -26,7 +26,7 @@ from torch import nn
 from minformers.generation import generate
 from minformers.gpt import GPT, GPTConfig
 from minformers.llama import LlamaConfig, LlamaForCausalLM
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 from minformers.support.sample_quality import words
 from minformers.train import History, TrainConfig, checkpoint_path, train
 
@@ -63,8 +63,8 @@ def random_windows(
 ) -> torch.Tensor:
     """``batch_size`` windows of ``block_size`` consecutive tokens from the 1-D ``ids``,
     at random starts: (B, T)."""
-    check_size("block_size", block_size)
-    check_size("batch_size", batch_size)
+    require_size("block_size", block_size)
+    require_size("batch_size", batch_size)
     if ids.dim() != 1 or len(ids) < block_size:
         raise ValueError(
             f"ids must be 1-D and at least block_size={block_size} long, got shape "
@@ -123,8 +123,8 @@ class LMRun:
                 f"architecture must be 'gpt' or 'llama', got {self.architecture!r}"
             )
         for name in ("batch_size", "validation_windows"):
-            check_size(name, getattr(self, name))
-        check_size("sample_length", self.sample_length, minimum=0)
+            require_size(name, getattr(self, name))
+        require_size("sample_length", self.sample_length, minimum=0)
 
     def config(self, corpus: TextCorpus) -> GPTConfig | LlamaConfig:
         vocab_size, changes = corpus.tokenizer.vocab_size, dict(self.model_changes)

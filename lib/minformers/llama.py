@@ -30,10 +30,10 @@ from torch import nn
 from minformers.kv_cache import KVCache
 from minformers.masks import causal_mask
 from minformers.support.arguments import (
-    check_context,
-    check_heads,
-    check_ids,
-    check_size,
+    require_context,
+    require_heads,
+    require_ids,
+    require_size,
 )
 
 
@@ -78,8 +78,8 @@ class LlamaConfig:
             "d_ff",
             "max_len",
         ):
-            check_size(name, getattr(self, name))
-        check_heads(self.d_model, self.n_heads)
+            require_size(name, getattr(self, name))
+        require_heads(self.d_model, self.n_heads)
         if self.n_heads % self.n_kv_heads:
             raise ValueError(
                 f"n_heads must be divisible by n_kv_heads, got {self.n_heads} and "
@@ -162,7 +162,7 @@ class RMSNorm(nn.Module):
     def __init__(self, d_model: int, eps: float = 1e-6):
         super().__init__()
         self.eps = eps
-        self.weight = nn.Parameter(torch.ones(check_size("d_model", d_model)))
+        self.weight = nn.Parameter(torch.ones(require_size("d_model", d_model)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # The mean square in float32 even for half-precision x: squares of large
@@ -365,7 +365,7 @@ class LlamaForCausalLM(nn.Module):
         tokens before them, updated in place. Returns the logits (B, T, V) of the token
         after each new one."""
         config = self.config
-        check_ids("input_ids", input_ids, config.vocab_size, "vocab_size")
+        require_ids("input_ids", input_ids, config.vocab_size, "vocab_size")
         if cache is not None and cache.n_layers != config.n_layers:
             raise ValueError(
                 f"cache has {cache.n_layers} layers, but the model has "
@@ -374,7 +374,7 @@ class LlamaForCausalLM(nn.Module):
         # read once: layer 0's update below changes it
         offset = 0 if cache is None else cache.length
         T = input_ids.shape[1]
-        check_context("input_ids", T, config.max_len, offset)
+        require_context("input_ids", T, config.max_len, offset)
         # (T,) absolute positions
         positions = torch.arange(offset, offset + T, device=input_ids.device)
         # (T, S): the new tokens are the last T of S. None, with nothing cached, is the

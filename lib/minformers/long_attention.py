@@ -20,13 +20,13 @@ import math
 import torch
 import torch.nn.functional as F
 
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 
 
-def _check_inputs(
+def _require_inputs(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int
 ) -> None:
-    check_size("window", window)
+    require_size("window", window)
     for name, x in (("q", q), ("k", k), ("v", v)):
         if x.dim() < 2:
             raise ValueError(
@@ -148,7 +148,7 @@ def sliding_window_attention(
     >>> sliding_window_attention(q, k, v, window=2).flatten()
     tensor([0.0000, 0.5000, 1.5000, 2.5000, 3.5000])
     """
-    _check_inputs(q, k, v, window)
+    _require_inputs(q, k, v, window)
     length = q.shape[-2]
     if key_mask is not None:
         if not isinstance(key_mask, torch.Tensor) or key_mask.dtype != torch.bool:
@@ -194,7 +194,7 @@ def local_global_attention(q, k, v, window: int, global_positions) -> torch.Tens
     >>> local_global_attention(q, k, v, window=1, global_positions=[0]).flatten()
     tensor([2.0000, 1.0000, 1.5000, 2.2500, 2.3333])
     """
-    _check_inputs(q, k, v, window)
+    _require_inputs(q, k, v, window)
     length = q.shape[-2]
     positions = list(global_positions)
     if any(
@@ -315,7 +315,7 @@ def kv_cache_bytes(
         ("batch", batch),
         ("bytes_per_value", bytes_per_value),
     ):
-        check_size(name, value)
-    check_size("length", length, minimum=0)
-    kept = length if window is None else min(length, check_size("window", window))
+        require_size(name, value)
+    require_size("length", length, minimum=0)
+    kept = length if window is None else min(length, require_size("window", window))
     return 2 * n_layers * batch * n_kv_heads * kept * head_dim * bytes_per_value

@@ -12,7 +12,7 @@ T_k) and cached decoding.
 
 import torch
 
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 
 
 def padding_mask(lengths: torch.Tensor, max_len: int | None = None) -> torch.Tensor:
@@ -37,7 +37,7 @@ def padding_mask(lengths: torch.Tensor, max_len: int | None = None) -> torch.Ten
         raise ValueError(f"lengths must have shape (B,), got {tuple(lengths.shape)}")
     if max_len is None:
         max_len = int(lengths.max()) if lengths.numel() else 0
-    check_size("max_len", max_len)
+    require_size("max_len", max_len)
     if lengths.numel() and int(lengths.min()) < 0:
         raise ValueError(f"lengths must be >= 0, got {lengths.tolist()}")
     if lengths.numel() and int(lengths.max()) > max_len:
@@ -52,8 +52,8 @@ def padding_mask(lengths: torch.Tensor, max_len: int | None = None) -> torch.Ten
 def _positions(t_q: int, t_k: int | None, device) -> tuple[torch.Tensor, torch.Tensor]:
     """Absolute positions of the queries, as a column (T_q, 1), and of the keys, as a
     row (1, T_k)."""
-    check_size("t_q", t_q)
-    t_k = t_q if t_k is None else check_size("t_k", t_k)
+    require_size("t_q", t_q)
+    t_k = t_q if t_k is None else require_size("t_k", t_k)
     if t_k < t_q:
         # The queries are the newest positions, so there are always at least as many
         # keys.
@@ -104,7 +104,7 @@ def sliding_window_mask(
             [0, 1, 1, 1],
             [0, 0, 1, 1]])
     """
-    check_size("window", window)
+    require_size("window", window)
     query, key = _positions(t_q, t_k, device)
     if causal:
         return (key <= query) & (key > query - window)

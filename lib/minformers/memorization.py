@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import torch
 
 from minformers.kv_cache import KVCache
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 
 # none of them in Shakespeare
 NAMES = ("Alice", "Bruno", "Chloe", "Dmitri", "Elena", "Farid", "Greta", "Hiro")
@@ -65,8 +65,8 @@ def random_secrets(
     >>> random_secrets(3, digits=4, seed=1)
     ['2914', '1777', '6317']
     """
-    check_size("count", count)
-    check_size("digits", digits)
+    require_size("count", count)
+    require_size("digits", digits)
     if count > 10**digits - len(set(exclude)):
         raise ValueError(
             f"count={count} exceeds the {10**digits} possible secrets of "
@@ -92,7 +92,7 @@ def make_canaries(
             f"repetitions must hold 1 to {len(NAMES)} counts, got {repetitions!r}"
         )
     for count in repetitions:
-        check_size("repetitions", count, minimum=0)
+        require_size("repetitions", count, minimum=0)
     secrets = random_secrets(len(repetitions), digits, seed)
     return [
         Canary(f"{name}'s phone number is ", secret, count)
@@ -154,8 +154,8 @@ def sightings(
     ... )
     2
     """
-    check_size("length", length)
-    check_size("block_size", block_size)
+    require_size("length", length)
+    require_size("block_size", block_size)
     if not positions:
         return 0
     starts = torch.as_tensor(window_starts).reshape(-1, 1)  # (W, 1)
@@ -178,7 +178,7 @@ def secret_log_likelihoods(
     The prefix is read once into a KV cache that every candidate in a batch shares; the
     candidates then cost only their own tokens. All secrets must have the same length.
     """
-    check_size("batch_size", batch_size)
+    require_size("batch_size", batch_size)
     if not secrets or len({len(secret) for secret in secrets}) != 1:
         raise ValueError("secrets must be a non-empty list of strings of one length")
     model.eval()
@@ -206,7 +206,7 @@ def secret_log_likelihoods(
     return torch.cat(scores)
 
 
-def _check_scores(true_score: float, candidate_scores: torch.Tensor) -> torch.Tensor:
+def _require_scores(true_score: float, candidate_scores: torch.Tensor) -> torch.Tensor:
     if not math.isfinite(float(true_score)):
         raise ValueError(
             f"true_score must be a finite log-likelihood, got {true_score}"
@@ -234,7 +234,7 @@ def exposure(true_score: float, candidate_scores: torch.Tensor) -> float:
     >>> exposure(-2.0, torch.tensor([-1.0, -2.0, -3.0]))
     0.415...
     """
-    candidate_scores = _check_scores(true_score, candidate_scores)
+    candidate_scores = _require_scores(true_score, candidate_scores)
     rank = 1 + int((candidate_scores >= float(true_score)).sum())
     return math.log2(len(candidate_scores) + 1) - math.log2(rank)
 
@@ -251,7 +251,7 @@ def extrapolated_exposure(
     >>> round(extrapolated_exposure(0.0, torch.tensor([-1.0, 1.0])), 3)
     1.0
     """
-    candidate_scores = _check_scores(true_score, candidate_scores)
+    candidate_scores = _require_scores(true_score, candidate_scores)
     if len(candidate_scores) < 2:
         raise ValueError(
             "candidate_scores needs at least 2 values to fit a normal distribution"

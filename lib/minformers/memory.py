@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 
 
 def saved_activation_bytes(
@@ -123,8 +123,8 @@ def zero_bytes_per_rank(
     >>> zero_bytes_per_rank(1000, 4, "ZeRO-2")
     {'parameters': 4000, 'gradients': 1000.0, 'optimizer state': 2000.0}
     """
-    check_size("n_parameters", n_parameters)
-    check_size("ranks", ranks)
+    require_size("n_parameters", n_parameters)
+    require_size("ranks", ranks)
     if stage not in ZERO_STAGES:
         raise ValueError(f"stage must be one of {ZERO_STAGES}, got {stage!r}")
     level = ZERO_STAGES.index(stage)

@@ -53,7 +53,7 @@ import torch
 IGNORE_INDEX = -100
 
 
-def _check_probability(name: str, value: float) -> None:
+def _require_probability(name: str, value: float) -> None:
     if not 0.0 < value < 1.0:
         raise ValueError(f"{name} must be in (0, 1), got {value}")
 
@@ -81,7 +81,7 @@ def mask_tokens(
     """
     if input_ids.dtype not in (torch.int32, torch.int64):
         raise TypeError(f"input_ids must be an integer tensor, got {input_ids.dtype}")
-    _check_probability("p", p)
+    _require_probability("p", p)
     if (
         len(split) != 3
         or any(share < 0 for share in split)

@@ -51,7 +51,7 @@ def _check(
         raise ValueError(f"{name} must be {limit}, got {value}")
 
 
-def _check_betas(betas) -> None:
+def _require_betas(betas) -> None:
     if len(betas) != 2:
         raise ValueError(f"betas must be two numbers, got {betas}")
     for index, beta in enumerate(betas):
@@ -358,7 +358,7 @@ class Adam(_Optimizer):
     ):
         for name, value in dict(lr=lr, eps=eps, weight_decay=weight_decay).items():
             _check(name, value)
-        _check_betas(betas)
+        _require_betas(betas)
         super().__init__(
             params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
         )
@@ -447,7 +447,7 @@ class NAdam(_Optimizer):
             lr=lr, eps=eps, weight_decay=weight_decay, momentum_decay=momentum_decay
         ).items():
             _check(name, value)
-        _check_betas(betas)
+        _require_betas(betas)
         super().__init__(
             params,
             dict(

@@ -8,7 +8,7 @@ token embeddings by broadcasting.
 import torch
 from torch import nn
 
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 
 
 def sinusoidal_positions(length: int, d_model: int) -> torch.Tensor:
@@ -23,8 +23,8 @@ def sinusoidal_positions(length: int, d_model: int) -> torch.Tensor:
     tensor([[0.0000, 1.0000, 0.0000, 1.0000],
             [0.8415, 0.5403, 0.0100, 0.9999]])
     """
-    check_size("length", length)
-    check_size("d_model", d_model)
+    require_size("length", length)
+    require_size("d_model", d_model)
     if d_model % 2:
         raise ValueError(
             f"d_model must be even (sin and cos channels come in pairs), got {d_model}"
@@ -41,7 +41,7 @@ def sinusoidal_positions(length: int, d_model: int) -> torch.Tensor:
     return encoding.flatten(1).to(torch.get_default_dtype())
 
 
-def _check_fits(max_len: int, end: int, what: str) -> None:
+def _require_fits(max_len: int, end: int, what: str) -> None:
     if end > max_len:
         raise ValueError(f"{what} needs {end} positions, more than max_len={max_len}")
 
@@ -59,7 +59,7 @@ class SinusoidalPositions(nn.Module):
 
     def __init__(self, max_len: int, d_model: int):
         super().__init__()
-        self.max_len = check_size("max_len", max_len)
+        self.max_len = require_size("max_len", max_len)
         # Non-persistent: the table is a function of (max_len, d_model), so it stays out
         # of checkpoints.
         self.register_buffer(
@@ -73,14 +73,14 @@ class SinusoidalPositions(nn.Module):
                 raise ValueError(
                     f"positions must be >= 0, got min {int(positions.min())}"
                 )
-            _check_fits(
+            _require_fits(
                 self.max_len,
                 int(positions.max()) + 1 if positions.numel() else 0,
                 "positions",
             )
             return self.table[positions]
-        length = check_size("length", length_or_positions)
-        _check_fits(self.max_len, length, f"length {length}")
+        length = require_size("length", length_or_positions)
+        _require_fits(self.max_len, length, f"length {length}")
         return self.table[:length]
 
 
@@ -96,16 +96,18 @@ class LearnedPositions(nn.Module):
 
     def __init__(self, max_len: int, d_model: int):
         super().__init__()
-        self.max_len = check_size("max_len", max_len)
-        self.embedding = nn.Embedding(max_len, check_size("d_model", d_model))
+        self.max_len = require_size("max_len", max_len)
+        self.embedding = nn.Embedding(max_len, require_size("d_model", d_model))
         # GPT-2 and BERT initialise with std 0.02; nn.Embedding's std 1 would drown the
         # token embeddings.
         nn.init.normal_(self.embedding.weight, std=0.02)
 
     def forward(self, length: int, offset: int = 0) -> torch.Tensor:
-        check_size("length", length)
-        check_size("offset", offset, minimum=0)
-        _check_fits(self.max_len, offset + length, f"offset {offset} + length {length}")
+        require_size("length", length)
+        require_size("offset", offset, minimum=0)
+        _require_fits(
+            self.max_len, offset + length, f"offset {offset} + length {length}"
+        )
         # (T,)
         positions = torch.arange(
             offset, offset + length, device=self.embedding.weight.device

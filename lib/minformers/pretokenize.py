@@ -45,13 +45,13 @@ def pretokenize(text: str) -> list[str]:
     return GPT2_REGEX.findall(text)
 
 
-def check_special_tokens(special_tokens: Iterable[str]) -> tuple[str, ...]:
+def require_special_tokens(special_tokens: Iterable[str]) -> tuple[str, ...]:
     """Return `special_tokens` as a tuple of distinct, non-empty strings; raise naming
     the argument otherwise.
 
-    >>> check_special_tokens(["<|endoftext|>"])
+    >>> require_special_tokens(["<|endoftext|>"])
     ('<|endoftext|>',)
-    >>> check_special_tokens("<|endoftext|>")
+    >>> require_special_tokens("<|endoftext|>")
     Traceback (most recent call last):
     TypeError: special_tokens must be a list of str, not a single str
     """
@@ -93,7 +93,7 @@ def split_on_special(
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
-    special_tokens = check_special_tokens(special_tokens)
+    special_tokens = require_special_tokens(special_tokens)
     if not special_tokens:
         return [(text, False)] if text else []
     parts = _special_regex(special_tokens).split(text)

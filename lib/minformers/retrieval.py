@@ -47,7 +47,7 @@ from minformers.bert import BertConfig, BertModel, init_bert_weights
 from minformers.finetuning import encode_sentences, sentence_features
 from minformers.objectives import pad
 from minformers.similarity import cosine_matrix
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -147,7 +147,7 @@ def top_k(scores: torch.Tensor, k: int) -> list[list[int]]:
     """
     if scores.dim() != 2:
         raise ValueError(f"scores must be (Q, N), got shape {tuple(scores.shape)}")
-    check_size("k", k)
+    require_size("k", k)
     # stable: ties stay in id order
     order = torch.sort(scores, dim=1, descending=True, stable=True).indices
     return order[:, :k].tolist()
@@ -174,7 +174,7 @@ def dense_scores(
     return cosine_matrix(query_vectors, passage_vectors)
 
 
-def _check_rankings(
+def _require_rankings(
     rankings: Sequence[Sequence[int]], relevant: Sequence[set[int]]
 ) -> None:
     if len(rankings) != len(relevant) or not rankings:
@@ -200,8 +200,8 @@ def recall_at_k(
     >>> recall_at_k([[4, 2, 7], [1, 3, 5]], [{2}, {5, 9}], k=2)
     0.5
     """
-    _check_rankings(rankings, relevant)
-    check_size("k", k)
+    _require_rankings(rankings, relevant)
+    require_size("k", k)
     return sum(
         len(set(ranking[:k]) & wanted) / len(wanted)
         for ranking, wanted in zip(rankings, relevant, strict=True)
@@ -235,7 +235,7 @@ def mean_reciprocal_rank(
     >>> mean_reciprocal_rank([[4, 2, 7], [1, 3, 5], [6]], [{2}, {1}, {8}])
     0.5
     """
-    _check_rankings(rankings, relevant)
+    _require_rankings(rankings, relevant)
     ranks = [
         first_relevant_rank(ranking, wanted)
         for ranking, wanted in zip(rankings, relevant, strict=True)
@@ -269,7 +269,7 @@ def pair_inputs(
     >>> ids.tolist(), segments.tolist()
     ([[1, 7, 8, 2, 8, 9, 9, 2]], [[0, 0, 2, 0, 3, 1, 1, 1]])
     """
-    check_size("max_len", max_len, minimum=8)
+    require_size("max_len", max_len, minimum=8)
     # a question keeps at most half the room
     question = list(question)[: max_len // 2 - 2]
     cls, sep = special_ids["cls"], special_ids["sep"]
@@ -384,9 +384,9 @@ def reranking_batches(
     ``group_size`` pairs, each one relevant passage then ``hard_negatives`` drawn from
     the question's candidates (high-scoring but wrong) and the rest drawn from all
     passages. Seeded by the step."""
-    check_size("group_size", group_size, minimum=2)
-    check_size("questions_per_step", questions_per_step)
-    check_size("hard_negatives", hard_negatives, minimum=0)
+    require_size("group_size", group_size, minimum=2)
+    require_size("questions_per_step", questions_per_step)
+    require_size("hard_negatives", hard_negatives, minimum=0)
     if hard_negatives > group_size - 1:
         raise ValueError(
             f"hard_negatives must be <= group_size - 1 = {group_size - 1}, got "

@@ -23,11 +23,11 @@ import torch
 
 from minformers.encoder_decoder import BOS, EOS, PAD, EncoderDecoder
 from minformers.kv_cache import KVCache
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 
 
 def _check(model: EncoderDecoder, max_len: int) -> None:
-    check_size("max_len", max_len)
+    require_size("max_len", max_len)
     # BOS plus max_len tokens must fit the positions
     if max_len + 1 > model.config.max_len:
         raise ValueError(
@@ -98,7 +98,7 @@ def beam_search(
     with the unfinished ones until the end.
     """
     _check(model, max_len)
-    K = check_size("beam_size", beam_size)
+    K = require_size("beam_size", beam_size)
     B = len(source_ids)
     # (B K, S, C): each source K times
     memory, memory_mask = model.encode(source_ids.repeat_interleave(K, dim=0))

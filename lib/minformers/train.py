@@ -55,7 +55,7 @@ import tqdm
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 from minformers.support.runtime import log
 
 # the minformers package, whose source keys checkpoints and the book's cache
@@ -90,15 +90,15 @@ class TrainConfig:
     log_every: int | None = None
 
     def __post_init__(self):
-        check_size("steps", self.steps)
-        check_size("warmup_steps", self.warmup_steps, minimum=0)
+        require_size("steps", self.steps)
+        require_size("warmup_steps", self.warmup_steps, minimum=0)
         if self.warmup_steps >= self.steps:
             raise ValueError(
                 f"warmup_steps must be < steps ({self.steps}), got {self.warmup_steps}"
             )
-        check_size("eval_every", self.eval_every)
+        require_size("eval_every", self.eval_every)
         if self.log_every is not None:
-            check_size("log_every", self.log_every)
+            require_size("log_every", self.log_every)
         # a list (say from JSON) becomes the tuple AdamW expects
         object.__setattr__(self, "betas", tuple(self.betas))
         if len(self.betas) != 2 or not all(0 <= beta < 1 for beta in self.betas):

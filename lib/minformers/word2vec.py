@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from minformers.similarity import cosine_matrix
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 
 
 def tokenize(text: str) -> list[str]:
@@ -55,7 +55,7 @@ class Vocabulary:
 def build_vocab(documents: list[list[str]], min_count: int = 5) -> Vocabulary:
     """Every word seen at least ``min_count`` times in ``documents`` (lists of words),
     commonest first."""
-    check_size("min_count", min_count)
+    require_size("min_count", min_count)
     counts = Counter(word for document in documents for word in document)
     kept = sorted(
         (word for word, n in counts.items() if n >= min_count),
@@ -112,7 +112,7 @@ def skipgram_pairs(documents: list[list[int]], window: int) -> torch.Tensor:
     [[5, 6, 7]], window=1 -> [[5, 6], [6, 7], [6, 5], [7, 6]]: offset by offset,
     left-to-right pairs then their mirrors.
     """
-    check_size("window", window)
+    require_size("window", window)
     pairs = []
     for ids in documents:
         ids = torch.tensor(ids, dtype=torch.long)
@@ -190,8 +190,8 @@ class SkipGram(nn.Module):
 
     def __init__(self, vocab_size: int, dim: int):
         super().__init__()
-        check_size("vocab_size", vocab_size)
-        check_size("dim", dim)
+        require_size("vocab_size", vocab_size)
+        require_size("dim", dim)
         self.center = nn.Embedding(vocab_size, dim)
         self.context = nn.Embedding(vocab_size, dim)
         # word2vec's start: small random centres,
@@ -219,8 +219,8 @@ def pair_batches(
     Returns (centers (B,), contexts (B,), negatives (B, K)), the arguments of
     ``SkipGram.forward``.
     """
-    check_size("batch_size", batch_size)
-    check_size("negatives", negatives)
+    require_size("batch_size", batch_size)
+    require_size("negatives", negatives)
     if pairs.dim() != 2 or pairs.shape[1] != 2 or len(pairs) == 0:
         raise ValueError(
             "pairs must be a non-empty (N, 2) tensor of ids, got shape "
@@ -244,7 +244,7 @@ def nearest_words(
 ) -> list[tuple[str, float]]:
     """The k words whose vectors have the highest cosine similarity with ``word``'s (the
     word itself left out)."""
-    check_size("k", k)
+    require_size("k", k)
     if word not in vocab.ids:
         raise ValueError(
             f"word {word!r} is not in the vocabulary of {len(vocab.words)} words"

@@ -52,7 +52,7 @@ from functools import lru_cache
 from itertools import groupby
 from pathlib import Path
 
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 
 # The blocks whose ideographs BERT treats as one word each, since Chinese is written
 # without spaces. Japanese kana and Korean Hangul are not in them, so they stay inside
@@ -252,7 +252,7 @@ class WordPieceTokenizer:
         if not isinstance(lowercase, bool):
             raise TypeError(f"lowercase must be a bool, got {type(lowercase).__name__}")
         self.lowercase = lowercase
-        self.max_chars_per_word = check_size("max_chars_per_word", max_chars_per_word)
+        self.max_chars_per_word = require_size("max_chars_per_word", max_chars_per_word)
         special_tokens = dict(special_tokens or {})
         unknown = sorted(set(special_tokens) - set(DEFAULT_SPECIAL_TOKENS))
         if unknown:
@@ -449,7 +449,7 @@ def train_wordpiece(
     """
     if score not in ("likelihood", "frequency"):
         raise ValueError(f"score must be 'likelihood' or 'frequency', got {score!r}")
-    check_size("vocab_size", vocab_size)
+    require_size("vocab_size", vocab_size)
     if isinstance(text_or_path, os.PathLike):
         text_or_path = Path(text_or_path).read_text(encoding="utf-8")
     elif not isinstance(text_or_path, str):

@@ -48,7 +48,7 @@ from minformers.objectives import (
     sentence_order_pairs,
 )
 from minformers.recipes.news import NewsCorpus, news_corpus
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 from minformers.train import History, TrainConfig, checkpoint_path, train
 from minformers.wordpiece import WordPieceTokenizer
 
@@ -124,7 +124,7 @@ def masking_shares(
     """
     # the same checks as a run's settings
     run = PretrainingRun(mask_rate=mask_rate, mask_split=mask_split)
-    check_size("n_ordinary", n_ordinary)
+    require_size("n_ordinary", n_ordinary)
     p, (mask, random_share, keep) = run.mask_rate, run.mask_split
     return {
         "predicted": p,
@@ -330,7 +330,7 @@ def unigram_log_frequencies(
     >>> [round(p, 3) for p in logp.exp().tolist()]
     [0.077, 0.077, 0.077, 0.077, 0.077, 0.385, 0.231]
     """
-    check_size("vocab_size", vocab_size)
+    require_size("vocab_size", vocab_size)
     tokens = torch.tensor(
         [token for sequence in sequences for token in sequence], dtype=torch.long
     )
@@ -399,9 +399,9 @@ class PretrainingRun:
     data_seed: int = 0
 
     def __post_init__(self):
-        check_size("batch_size", self.batch_size)
-        check_size("data_seed", self.data_seed, minimum=0)
-        check_size("validation_size", self.validation_size)
+        require_size("batch_size", self.batch_size)
+        require_size("data_seed", self.data_seed, minimum=0)
+        require_size("validation_size", self.validation_size)
         choices = {
             "sentence_task": ("nsp", "sop", "none"),
             "masking": ("dynamic", "static"),
@@ -415,8 +415,8 @@ class PretrainingRun:
                     f"{name} must be one of {allowed}, got {getattr(self, name)!r}"
                 )
         if self.train_size is not None:
-            check_size("train_size", self.train_size)
-        check_size("probe_size", self.probe_size, minimum=0)
+            require_size("train_size", self.train_size)
+        require_size("probe_size", self.probe_size, minimum=0)
         if not 0.0 < self.mask_rate < 1.0:  # written this way round, NaN fails too
             raise ValueError(f"mask_rate must be in (0, 1), got {self.mask_rate}")
         if not isinstance(self.mask_split, tuple | list):
@@ -549,7 +549,7 @@ class PretrainingRun:
         once at this run's rate and split with a fixed seed: what every evaluation of
         the run scores, the same whenever it is asked for."""
         examples = self.examples(corpus, "validation")[
-            : check_size("size", size or self.validation_size)
+            : require_size("size", size or self.validation_size)
         ]
         return pretraining_batch(
             corpus.tokenizer,

@@ -44,7 +44,7 @@ import torch
 from minformers.bert import IGNORE_INDEX
 from minformers.objectives import pad, split_sentences
 from minformers.support import data
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 from minformers.wordpiece import WordPieceTokenizer
 
 # only for the annotation: the recipe module imports much more than this one needs
@@ -151,7 +151,7 @@ def name_facts(
     ... )
     [NameFact(first='Tony', second='Blair', count=2, share=0.6666666666666666)]
     """
-    check_size("min_count", min_count)
+    require_size("min_count", min_count)
     # below a half, another word could follow First more often
     if not 0.5 <= min_share <= 1.0:
         raise ValueError(f"min_share must be in [0.5, 1], got {min_share}")
@@ -196,7 +196,7 @@ def mask_span(
     >>> mask_span(tokenizer, "It is late.", 3, 5, max_len=4)
     ((2, 5, 4, 3), 2, 6)
     """
-    check_size("max_len", max_len, minimum=3)
+    require_size("max_len", max_len, minimum=3)
     # a byte-level BPE spells a word with its space: cut elsewhere
     if not isinstance(tokenizer, WordPieceTokenizer):
         raise TypeError(
@@ -235,7 +235,7 @@ def name_probes(
     Second masked; candidates are the distinct second words of all the facts. A sentence
     whose window holds the answer a second time is skipped, so the model cannot copy it.
     The sentences are drawn at random (seeded) from all that qualify."""
-    check_size("per_fact", per_fact)
+    require_size("per_fact", per_fact)
     # distinct, in order
     candidates = tuple(
         dict.fromkeys(tokenizer.encode(fact.second)[0] for fact in facts)
@@ -286,7 +286,7 @@ def agreement_probes(
     each pair (is/are, ...) as many singular as plural probes, up to ``per_form`` of
     each, drawn at random (seeded), so always choosing one form scores exactly one
     half."""
-    check_size("per_form", per_form)
+    require_size("per_form", per_form)
     regex = re.compile(pattern)
     if "answer" not in regex.groupindex:
         raise ValueError(
@@ -396,7 +396,7 @@ def masked_logits(
     answers as MLM labels makes the model apply its MLM head at the masked positions
     only (row-major: one per probe), not at every position. Leaves the model in eval
     mode."""
-    check_size("batch_size", batch_size)
+    require_size("batch_size", batch_size)
     if not probes:
         raise ValueError("probes must be non-empty")
     model.eval()
@@ -486,7 +486,7 @@ def batch_sightings(
     its last piece was chosen for prediction there; and a Counter of every piece chosen
     for prediction (MLM label). ``batch_for_step(step)`` gives a batch with
     ``input_ids`` and ``mlm_labels``, as ``PretrainingRun.batches`` does."""
-    check_size("steps", steps)
+    require_size("steps", steps)
     # last id -> the sequences ending in it, so each position is looked up once
     by_last = defaultdict(list)
     for name, sequence in sequences.items():

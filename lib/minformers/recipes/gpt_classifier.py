@@ -37,7 +37,7 @@ from minformers.gpt import GPT
 from minformers.language_modeling import LMRun, TextCorpus, train_language_model
 from minformers.objectives import pad
 from minformers.support import data
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 from minformers.train import TrainConfig, cached_in_build
 
 # ends (and so starts) each text; GPT-1's extract token
@@ -92,7 +92,7 @@ def encode_for_classifier(
     """``END pieces CLASSIFY`` for each text, at most ``max_len`` tokens (later pieces
     are dropped, the extract token is kept), right-padded with ``END``: (ids (N, T),
     lengths (N,))."""
-    check_size("max_len", max_len, minimum=3)
+    require_size("max_len", max_len, minimum=3)
     if isinstance(texts, str):
         raise TypeError("texts must be a sequence of strings, not one string")
     end, classify = (tokenizer.encode(token)[0] for token in SPECIAL_TOKENS)
@@ -115,7 +115,7 @@ class GPTClassifier(nn.Module):
         super().__init__()
         self.gpt = gpt
         self.head = nn.Linear(
-            gpt.config.d_model, check_size("num_classes", num_classes, minimum=2)
+            gpt.config.d_model, require_size("num_classes", num_classes, minimum=2)
         )
 
     def forward(

@@ -29,7 +29,7 @@ from minformers.language_modeling import LMRun
 from minformers.objectives import IGNORE_INDEX, pad
 from minformers.recipes.gpt_classifier import SPECIAL_TOKENS, body_for, review_corpus
 from minformers.support import data
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 from minformers.train import TrainConfig
 
 
@@ -48,7 +48,7 @@ def encode_sequences(
     multiple choice is one sequence per candidate, ((context, answer_1), (context,
     answer_2), ...).
     """
-    check_size("max_len", max_len, minimum=3)
+    require_size("max_len", max_len, minimum=3)
     k = len(rows[0]) if rows else 0
     if any(len(row) != k for row in rows):
         raise ValueError("every row must hold the same number of sequences")
@@ -82,7 +82,7 @@ class GPTStructuredHead(nn.Module):
         if combine not in ("sum", "choose"):
             raise ValueError(f"combine must be 'sum' or 'choose', got {combine!r}")
         self.gpt, self.combine = gpt, combine
-        outputs = check_size("num_classes", num_classes, minimum=2)
+        outputs = require_size("num_classes", num_classes, minimum=2)
         self.head = nn.Linear(gpt.config.d_model, outputs if combine == "sum" else 1)
 
     def forward(self, input_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

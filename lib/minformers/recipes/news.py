@@ -25,7 +25,7 @@ from minformers.bpe import ByteBPETokenizer, train_bpe
 from minformers.finetuning import encode_sentences
 from minformers.objectives import SentencePair, sentence_pairs, split_sentences
 from minformers.support import data
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 from minformers.train import cached_in_build, checkpoint_path
 from minformers.wordpiece import WordPieceTokenizer, train_wordpiece
 
@@ -105,9 +105,9 @@ def news_corpus(
     pieces (see ``train_wordpiece``). Cached, so pages and calls with the same settings
     share one corpus.
     """
-    check_size("vocab_size", vocab_size)
-    check_size("max_len", max_len, minimum=5)
-    check_size("article_stride", article_stride)
+    require_size("vocab_size", vocab_size)
+    require_size("max_len", max_len, minimum=5)
+    require_size("article_stride", article_stride)
     if tokenizer not in ("wordpiece", "byte_bpe"):
         raise ValueError(
             f"tokenizer must be 'wordpiece' or 'byte_bpe', got {tokenizer!r}"

@@ -42,7 +42,7 @@ from minformers.bert import (
 from minformers.recipes.bert_pretraining import PretrainingRun
 from minformers.recipes.news import NewsCorpus
 from minformers.recipes.objective_comparison import ObjectiveRun, causal_lm_losses
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 from minformers.train import History, TrainConfig, checkpoint_path, train
 
 # the three runs of the comparison
@@ -135,8 +135,8 @@ class MaskedNextWord(nn.Module):
 
     def __init__(self, model: BertForPreTraining, mask_id: int, chunk_size: int = 32):
         super().__init__()
-        self.model, self.mask_id = model, check_size("mask_id", mask_id, minimum=0)
-        self.chunk_size = check_size("chunk_size", chunk_size)
+        self.model, self.mask_id = model, require_size("mask_id", mask_id, minimum=0)
+        self.chunk_size = require_size("chunk_size", chunk_size)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         B, T = input_ids.shape
@@ -190,7 +190,7 @@ def unigram_loss(
     >>> round(unigram_loss(blocks, mask, blocks, mask, vocab_size=6), 4)
     1.2338
     """
-    check_size("vocab_size", vocab_size)
+    require_size("vocab_size", vocab_size)
     targets = next_token_targets(train_blocks, train_mask)
     counts = (
         torch.bincount(targets[targets != IGNORE_INDEX], minlength=vocab_size).double()
@@ -216,11 +216,11 @@ class NextWordRun:
     data_seed: int = 0
 
     def __post_init__(self):
-        check_size("steps", self.steps, minimum=2)
-        check_size("batch_size", self.batch_size)
-        check_size("eval_every", self.eval_every)
-        check_size("validation_size", self.validation_size)
-        check_size("data_seed", self.data_seed, minimum=0)
+        require_size("steps", self.steps, minimum=2)
+        require_size("batch_size", self.batch_size)
+        require_size("eval_every", self.eval_every)
+        require_size("validation_size", self.validation_size)
+        require_size("data_seed", self.data_seed, minimum=0)
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
 

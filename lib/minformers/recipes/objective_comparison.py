@@ -65,7 +65,7 @@ from minformers.recipes.bert_pretraining import (
 )
 from minformers.recipes.news import NewsCorpus
 from minformers.similarity import mean_pool
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 from minformers.support.measure import training_flops
 from minformers.train import History, TrainConfig, checkpoint_path, train
 
@@ -152,7 +152,7 @@ class MeanPooledClassifier(nn.Module):
         super().__init__()
         self.body = copy.deepcopy(body)
         self.classifier = nn.Linear(
-            body.config.d_model, check_size("n_classes", n_classes, minimum=2)
+            body.config.d_model, require_size("n_classes", n_classes, minimum=2)
         )
 
     def forward(
@@ -228,14 +228,14 @@ class ObjectiveRun:
             raise ValueError(
                 f"objective must be one of {OBJECTIVES}, got {self.objective!r}"
             )
-        check_size("steps", self.steps, minimum=2)
-        if check_size("evaluations", self.evaluations) > self.steps:
+        require_size("steps", self.steps, minimum=2)
+        if require_size("evaluations", self.evaluations) > self.steps:
             raise ValueError(
                 f"evaluations must be <= steps={self.steps}, got {self.evaluations}"
             )
-        check_size("batch_size", self.batch_size)
-        check_size("validation_size", self.validation_size)
-        check_size("n_sentinels", self.n_sentinels, minimum=2)
+        require_size("batch_size", self.batch_size)
+        require_size("validation_size", self.validation_size)
+        require_size("n_sentinels", self.n_sentinels, minimum=2)
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         if not 0.0 < self.noise_density < 1.0:
@@ -685,7 +685,7 @@ def step_flops(corpus: NewsCorpus, run: ObjectiveRun, samples: int = 4) -> float
     """Mean FLOPs of one training step (forward and backward,
     ``measure.training_flops``) over the batches of the first ``samples`` steps: a
     step's cost varies a little with its blocks' lengths and masks."""
-    check_size("samples", samples)
+    require_size("samples", samples)
     model, batch_for_step = run.model(corpus).train(), run.batches(corpus)
     return (
         sum(

@@ -34,7 +34,7 @@ from minformers.bpe import ByteBPETokenizer, gpt2_token_bytes
 from minformers.generation import generate
 from minformers.objectives import split_sentences
 from minformers.support import data
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 
 BLANK = "____"
 # A number as news prose writes it: an optional currency sign, the digits (with . or ,
@@ -65,8 +65,8 @@ def pick_articles(
     >>> pick_articles(list(range(10)), library_size=2, training_size=3)
     ([0, 4], [2, 6, 8])
     """
-    check_size("library_size", library_size)
-    check_size("training_size", training_size, minimum=0)
+    require_size("library_size", library_size)
+    require_size("training_size", training_size, minimum=0)
     total = library_size + training_size
     if total > len(articles):
         raise ValueError(
@@ -86,7 +86,7 @@ def split_passages(text: str, max_words: int = 60) -> list[str]:
     """Consecutive whole sentences of ``text``, grouped into passages of at most
     ``max_words`` words (a single longer sentence is a passage of its own). Example at
     the top of the module."""
-    check_size("max_words", max_words)
+    require_size("max_words", max_words)
     passages, current, length = [], [], 0
     for sentence in split_sentences(text):
         words = len(sentence.split())
@@ -143,8 +143,8 @@ def fact_questions(
     not a year and whose digits no other number of the sentence shares; blank out its
     digits (a currency sign or unit stays) and keep ``window`` words on each side of the
     blank. Passages without such a number give none."""
-    check_size("window", window)
-    check_size("min_words", min_words)
+    require_size("window", window)
+    require_size("min_words", min_words)
     draw = random.Random(seed)
     questions = []
     for index, passage in enumerate(passages):

@@ -20,7 +20,7 @@ from minformers.gpt import GPTConfig
 from minformers.language_modeling import LMRun
 from minformers.recipes.shakespeare_gpt import shakespeare_characters, train_quietly
 from minformers.scaling import non_embedding_parameters, training_flops_per_token
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 from minformers.support.parallel import map_in_workers
 from minformers.support.runtime import log
 from minformers.train import TrainConfig
@@ -55,7 +55,7 @@ class SweepRun:
             "context",
             "validation_windows",
         ):
-            check_size(name, getattr(self, name))
+            require_size(name, getattr(self, name))
         if self.steps < 10:
             raise ValueError(
                 f"tokens={self.tokens} gives {self.steps} steps of "

@@ -21,7 +21,7 @@ from torch import nn
 
 from minformers.bert import BertModel
 from minformers.similarity import mean_pool
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 
 # HF BERT's prefix of block i's parameters: encoder.layer.{i}.attention...
 _HF_LAYER = "encoder.layer."
@@ -46,7 +46,7 @@ def vocabulary_subset(
     >>> kept.tolist(), lookup[torch.tensor([2, 9, 3, 0, 7])].tolist()
     ([0, 1, 2, 3, 9], [2, 4, 3, 0, 1])
     """
-    check_size("vocab_size", vocab_size)
+    require_size("vocab_size", vocab_size)
     if "unk" not in special_ids or "pad" not in special_ids:
         raise ValueError(
             f"special_ids must name 'pad' and 'unk', got {sorted(special_ids)}"
@@ -97,14 +97,14 @@ def shrink_hf_bert_state(
         ),
         default=-1,
     )
-    check_size("n_layers", n_layers)
+    require_size("n_layers", n_layers)
     if n_layers > layers:
         raise ValueError(
             f"n_layers must be at most the {layers} layers of the state dict, got "
             f"{n_layers}"
         )
     vocab_size, positions = len(hf_state[_HF_TOKENS]), len(hf_state[_HF_POSITIONS])
-    check_size("max_len", max_len)
+    require_size("max_len", max_len)
     if max_len > positions:
         raise ValueError(
             f"max_len must be at most the {positions} positions of the state dict, got "
@@ -153,7 +153,10 @@ class MeanPoolClassifier(nn.Module):
         super().__init__()
         if not isinstance(bert, BertModel):
             raise TypeError(f"bert must be a BertModel, got {type(bert).__name__}")
-        self.bert, self.n_classes = bert, check_size("n_classes", n_classes, minimum=2)
+        self.bert, self.n_classes = (
+            bert,
+            require_size("n_classes", n_classes, minimum=2),
+        )
         self.dropout = nn.Dropout(bert.config.dropout)
         self.classifier = nn.Linear(bert.config.d_model, n_classes)
         nn.init.normal_(self.classifier.weight, std=0.02)  # BERT's init for a new head

@@ -1,7 +1,7 @@
 """Argument checks shared by every module, so each error names the argument and the
 limit the same way.
 
->>> check_size("n_heads", 0)
+>>> require_size("n_heads", 0)
 Traceback (most recent call last):
 ValueError: n_heads must be >= 1, got 0
 """
@@ -9,7 +9,7 @@ ValueError: n_heads must be >= 1, got 0
 import torch
 
 
-def check_size(name: str, value, minimum: int = 1) -> int:
+def require_size(name: str, value, minimum: int = 1) -> int:
     """Return ``value`` if it is an int >= ``minimum``; otherwise raise naming
     ``name``."""
     if isinstance(value, bool) or not isinstance(value, int):
@@ -19,10 +19,10 @@ def check_size(name: str, value, minimum: int = 1) -> int:
     return value
 
 
-def check_heads(d_model: int, n_heads: int) -> None:
+def require_heads(d_model: int, n_heads: int) -> None:
     """Raise unless ``d_model`` splits into ``n_heads`` heads of equal width.
 
-    >>> check_heads(100, 12)
+    >>> require_heads(100, 12)
     Traceback (most recent call last):
     ValueError: d_model must be divisible by n_heads, got 100 and 12
     """
@@ -32,14 +32,14 @@ def check_heads(d_model: int, n_heads: int) -> None:
         )
 
 
-def check_ids(
+def require_ids(
     name: str, ids, limit: int, limit_name: str, shape=None, ignore: int | None = None
 ) -> None:
     """Raise unless ``ids`` is an integer tensor of ``shape`` (None: any (B, T)) whose
     every value is in [0, ``limit``) or equal to ``ignore``: token ids, segment ids,
     labels.
 
-    >>> check_ids("input_ids", torch.tensor([[3, 12]]), 10, "vocab_size")
+    >>> require_ids("input_ids", torch.tensor([[3, 12]]), 10, "vocab_size")
     Traceback (most recent call last):
     ValueError: input_ids must be in [0, vocab_size=10), got [12]
     """
@@ -70,11 +70,11 @@ def check_ids(
         )
 
 
-def check_context(name: str, length: int, max_len: int, offset: int = 0) -> None:
+def require_context(name: str, length: int, max_len: int, offset: int = 0) -> None:
     """Raise unless ``length`` new tokens after ``offset`` cached ones fit in the
     ``max_len`` positions a model has.
 
-    >>> check_context("input_ids", 5, max_len=64, offset=60)
+    >>> require_context("input_ids", 5, max_len=64, offset=60)
     Traceback (most recent call last):
     ValueError: input_ids of length 5 after 60 cached tokens need 65 positions, more than max_len=64
     """

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 
 
 def _one_thread() -> None:
@@ -42,7 +42,7 @@ def map_in_workers(
     one finishes, with the number finished so far (say, to print a line). ``function``
     and the arguments must pickle: the workers are fresh interpreters ("spawn"), which
     import ``function`` by name."""
-    check_size("workers", workers)
+    require_size("workers", workers)
     order = sorted(
         range(len(arguments)), key=lambda i: -cost(arguments[i]) if cost else 0
     )

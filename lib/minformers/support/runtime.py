@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 import torch
 
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 
 # see the docstring
 # the cores this process may run on: under `taskset` fewer than the machine has, and
@@ -53,10 +53,10 @@ def seed_everything(seed: int, threads: int | None = None) -> dict:
     >>> info["threads"]
     1
     """
-    check_size("seed", seed, minimum=0)
+    require_size("seed", seed, minimum=0)
     if seed >= 2**32:
         raise ValueError(f"seed must be < 2**32 (NumPy's limit), got {seed}")
-    threads = DEFAULT_THREADS if threads is None else check_size("threads", threads)
+    threads = DEFAULT_THREADS if threads is None else require_size("threads", threads)
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)  # also seeds every CUDA device

@@ -15,7 +15,7 @@ quality; each catches one way a sample fails.
 
 import string
 
-from minformers.support.arguments import check_size
+from minformers.support.arguments import require_size
 
 
 def words(text: str) -> list[str]:
@@ -35,7 +35,7 @@ def known_word_share(text: str, known: set[str]) -> float:
 def distinct_share(text: str, n: int = 4) -> float:
     """Distinct character n-grams over all n-grams: near 1 for varied text, low for text
     that loops."""
-    check_size("n", n)
+    require_size("n", n)
     grams = [text[i : i + n] for i in range(len(text) - n + 1)]
     if not grams:
         raise ValueError(
@@ -47,7 +47,7 @@ def distinct_share(text: str, n: int = 4) -> float:
 def repeated_share(text: str, n: int = 3) -> float:
     """The share of word n-grams that already occurred earlier in the same text: 0 for
     no repeats, near 1 for a loop. 0 for a text of fewer than n words."""
-    check_size("n", n)
+    require_size("n", n)
     found = words(text)
     seen, repeats, total = set(), 0, 0
     for i in range(len(found) - n + 1):
