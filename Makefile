@@ -116,6 +116,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check lib
 	@rm -rf _build/lint && $(BIN)/python tools/notebooks.py _build/lint > /dev/null
 	$(BIN)/ruff check _build/lint
+	@$(BIN)/python tools/code_measures.py
 
 # Speed goals, each printed as a ratio against the peer measured in the same run (not pass/fail tests), and the
 # ablations behind the shared encoder's recipe and behind bert_finetuning's verdict on it.
