@@ -1,10 +1,8 @@
 """Every lib module carries at least one worked example in its docstrings, and every example holds."""
 
-import ast
 import doctest
 import importlib
 import pkgutil
-from pathlib import Path
 
 import pytest
 
@@ -29,12 +27,3 @@ def test_docstring_examples_hold(name):
     result = doctest.testmod(importlib.import_module(name), optionflags=flags)
     assert result.attempted > 0, f"{name} has no docstring example"
     assert result.failed == 0
-
-
-def test_a_module_over_350_lines_says_why_at_its_top():
-    """A long module is a cost to its reader: it is split by role unless its docstring gives a reason."""
-    lib = Path(minformers.__file__).parent
-    unexplained = [str(path.relative_to(lib)) for path in sorted(lib.rglob("*.py"))
-                   if len(path.read_text().splitlines()) > 350
-                   and "Over 350 lines:" not in (ast.get_docstring(ast.parse(path.read_text())) or "")]
-    assert not unexplained

@@ -180,6 +180,16 @@ def function_code_lines(path: Path, name: str) -> int:
     return len(code_lines(tree, source) & set(range(function.lineno, function.end_lineno + 1)))
 
 
+def stranded_comment_lines(path: Path) -> list[int]:
+    """Line numbers of comment lines holding one or two words after a long comment line: a sentence a formatter
+    wrapped, whose tail now reads as a comment of its own."""
+    lines = path.read_text().splitlines()
+    return [number + 1 for number in range(1, len(lines))
+            if lines[number].strip().startswith("#") and lines[number - 1].strip().startswith("#")
+            and len(lines[number].strip()[1:].split()) <= 2 and len(lines[number - 1]) > 60
+            and any(character.isalpha() for character in lines[number - 1])]
+
+
 def report() -> tuple[list[str], list[str]]:
     """(lines to print, targets missed)."""
     lines, missed = ["shown code per page (lesson share, target >= 70%; cells over 20 lines)"], []
@@ -202,6 +212,12 @@ def report() -> tuple[list[str], list[str]]:
         lines.append(f"  {name} {count} lines (target {limit})")
         if count > limit:
             missed.append(name)
+    paths = sorted(LIB.rglob("*.py"))
+    stranded = {path.relative_to(LIB): found for path in paths if (found := stranded_comment_lines(path))}
+    lines.append(f"  comments wrapped to one or two words: {sum(map(len, stranded.values()))} (target 0)"
+                 + "".join(f"\n    {path}: lines {found}" for path, found in stranded.items()))
+    if stranded:
+        missed.append("wrapped comments")
     attention = function_code_lines(LIB / "attention.py", "scaled_dot_product_attention")
     lines.append(f"  scaled_dot_product_attention: {attention} lines of code (target about 10)")
     return lines, missed
