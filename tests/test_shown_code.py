@@ -1,9 +1,11 @@
 """The code a reader sees on a page is the lesson; plumbing is folded away.
 
 A cell is shown unless a tag folds its code (`hide-input`, `hide-cell`) or removes it (`remove-input`,
-`remove-cell`). Folded code is one click away on the site and runs as usual in Jupyter. Three rules:
-- a shown cell is at most MAX_SHOWN_LINES long: a longer one is split where its ideas split, or folded when it is
-  plumbing (a figure's layout, a verdict written out as Markdown);
+`remove-cell`). Folded code is one click away on the site and runs as usual in Jupyter. Four rules:
+- a shown cell computes one thing in at most MAX_CELL_LINES lines: a longer one is split where its ideas split, its
+  plumbing (table rows, worker pools, picking results) moved to a recipe the page calls in one line, or folded when
+  it is a figure's layout or a verdict written out as Markdown;
+- at least LESSON_SHARE of a page's shown lines are the lesson's own code (tools/code_measures.py says what counts);
 - its lines fit the site's code column (MAX_SHOWN_WIDTH), so the reader never scrolls sideways to finish one;
 - a cell that only imports is folded: the names it brings in are read where they are used.
 """
@@ -12,25 +14,12 @@ import ast
 import re
 from pathlib import Path
 
-import jupytext
 import pytest
 
+from code_measures import LESSON_SHARE, MAX_CELL_LINES, page_measures, shown_cells
 from notebooks import chapters
 
-# About a screen and a third of code at the site's type size. It was 40 when lines could run to 120 characters;
-# formatting them to the column's width made the same cells about 1.4 times as tall.
-MAX_SHOWN_LINES = 60
 MAX_SHOWN_WIDTH = 88  # characters: the code column holds 87 at a 1,400 px window (measured in Chromium)
-FOLDING_TAGS = {"hide-input", "hide-cell", "remove-input", "remove-cell"}
-
-
-def shown_cells(source: Path):
-    """(index, code) of each code cell of a chapter whose code is on the page."""
-    for index, cell in enumerate(jupytext.read(source).cells):
-        if cell.cell_type == "code" and not FOLDING_TAGS & set(cell.metadata.get("tags", [])):
-            yield index, cell.source
-
-
 def only_imports(code: str) -> bool:
     try:
         statements = ast.parse(code).body
@@ -42,8 +31,14 @@ def only_imports(code: str) -> bool:
 @pytest.mark.parametrize("source", chapters(), ids=lambda path: path.stem)
 def test_shown_cells_are_short(source):
     long = [f"cell {index}: {len(code.splitlines())} lines, from {code.splitlines()[0]!r}"
-            for index, code in shown_cells(source) if len(code.splitlines()) > MAX_SHOWN_LINES]
-    assert not long, f"shown cells over {MAX_SHOWN_LINES} lines: split or fold them"
+            for index, code in shown_cells(source) if len(code.splitlines()) > MAX_CELL_LINES]
+    assert not long, f"shown cells over {MAX_CELL_LINES} lines: split them, or move their plumbing to a recipe"
+
+
+@pytest.mark.parametrize("source", chapters(), ids=lambda path: path.stem)
+def test_most_of_the_shown_code_is_the_lesson(source):
+    measures = page_measures(source)
+    assert measures["share"] >= LESSON_SHARE, f"{measures['lesson']} of {measures['shown']} shown lines are the lesson"
 
 
 @pytest.mark.parametrize("source", chapters(), ids=lambda path: path.stem)

@@ -109,15 +109,17 @@ def statement_lines(statements: list[ast.stmt]) -> tuple[set[int], set[int]]:
     return every, plumbing
 
 
-def shown_cells(source: Path) -> list[str]:
-    cells = jupytext.read(source).cells
-    return [cell.source for cell in cells
-            if cell.cell_type == "code" and not FOLDING_TAGS & set(cell.metadata.get("tags", []))]
+def shown_cells(source: Path):
+    """(index, code) of each code cell of a chapter whose code is on the page."""
+    for index, cell in enumerate(jupytext.read(source).cells):
+        if cell.cell_type == "code" and not FOLDING_TAGS & set(cell.metadata.get("tags", [])):
+            yield index, cell.source
 
 
 def page_measures(source: Path) -> dict:
     shown = lesson = 0
-    for code in shown_cells(source):
+    cells = [code for _, code in shown_cells(source)]
+    for code in cells:
         try:
             tree = ast.parse(code)
         except SyntaxError:  # IPython magics: counted as plumbing
@@ -126,7 +128,7 @@ def page_measures(source: Path) -> dict:
         every, plumbing = statement_lines(tree.body)
         shown += len(every)
         lesson += len(every - plumbing)
-    long = [len(code.splitlines()) for code in shown_cells(source) if len(code.splitlines()) > MAX_CELL_LINES]
+    long = [len(code.splitlines()) for code in cells if len(code.splitlines()) > MAX_CELL_LINES]
     return {"shown": shown, "lesson": lesson, "share": lesson / shown if shown else 1.0, "long cells": long}
 
 
