@@ -126,6 +126,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_attention.py
 	$(BIN)/python benchmarks/bench_tokenizers.py
 	$(BIN)/python benchmarks/bench_gpt.py
+	$(BIN)/python benchmarks/bench_gpt_reference.py
 	$(BIN)/python benchmarks/bench_encoder_plateau.py
 	$(BIN)/python benchmarks/bench_review_adaptation.py
 	$(BIN)/python benchmarks/bench_clock.py

@@ -60,12 +60,12 @@ def training_step(model, forward):
     return step
 
 
-def taking_turns(steps: list, rounds: int = ROUNDS) -> list[float]:
+def taking_turns(steps: list, rounds: int = ROUNDS, repeats: int = REPEATS) -> list[float]:
     """Median seconds of each step function, timed in alternating rounds so that a slow moment hits every one."""
     times = [[] for _ in steps]
     for _ in range(rounds):
         for timings, step in zip(times, steps, strict=True):
-            timings.append(median_time(step, repeats=REPEATS, warmup=WARMUP))
+            timings.append(median_time(step, repeats=repeats, warmup=WARMUP))
     return [statistics.median(timings) for timings in times]
 
 

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from minformers.attention_patterns import PATTERNS, head_profile, uniform_causal_weights
+from minformers.attention_patterns import PATTERNS, head_profile, head_table, uniform_causal_weights
 
 
 def test_each_layer_and_head_gets_its_own_profile():
@@ -32,3 +32,22 @@ def test_shapes_are_checked():
         head_profile(torch.zeros(1, 4, 4), torch.zeros(1, 4, dtype=torch.long), [0])
     with pytest.raises(ValueError, match="input_ids must be"):
         head_profile(uniform_causal_weights(1, 1, 1, 4), torch.zeros(1, 5, dtype=torch.long), [0])
+
+
+def test_head_table_has_a_row_per_head_then_the_even_spread():
+    # 2 layers of 1 head: the reading-itself head, then the reading-the-first-token head.
+    T = 4
+    reads_first = torch.zeros(T, T)
+    reads_first[:, 0] = 1
+    weights = torch.stack([torch.eye(T), reads_first])[:, None, None]  # (L=2, B=1, H=1, T, T)
+    ids = torch.tensor([[5, 0, 6, 7]])
+    profile = head_profile(weights, ids, break_ids=[0])
+    even = head_profile(uniform_causal_weights(1, 1, 1, T), ids, break_ids=[0])
+    lines = head_table(profile, even, ["before", "self", "break", "back"]).data.splitlines()
+    assert lines == [
+        "| head | before | self | break | back |",
+        "| --- | --- | --- | --- | --- |",
+        "| layer 1, head 1 | 0.00 | 1.00 | 0.33 | 0.0 |",
+        "| layer 2, head 1 | 0.33 | 0.00 | 0.00 | 2.0 |",
+        "| even spread over the past | 0.36 | 0.36 | 0.36 | 1.0 |",
+    ]

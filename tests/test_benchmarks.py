@@ -3,12 +3,15 @@ scripts working: each one imports, and the pieces that build models call the lib
 broke bench_gpt unnoticed for a session."""
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+# A benchmark run as a script finds its neighbours (bench_gpt_reference imports bench_gpt's timing helpers).
+sys.path.insert(0, str(BENCHMARKS))
 
 
 def load(name: str):
@@ -42,6 +45,23 @@ def test_bench_gpt_builds_both_models_and_times_a_step_of_each():
     )
     assert ours_seconds > 0 and theirs_seconds > 0
     assert bench.step_flops(config, 12) > 0
+
+
+def test_plain_gpt_has_our_parameters_and_computes_our_function():
+    bench = load("bench_gpt_reference")
+    from minformers.gpt import GPT, GPTConfig, language_model_loss
+
+    for activation in bench.ACTIVATIONS:
+        config = GPTConfig(vocab_size=11, d_model=16, n_layers=2, n_heads=2, d_ff=24, max_len=8, dropout=0.0,
+                           activation=activation)
+        ours, plain = GPT(config), bench.PlainGPT(config)
+        assert sum(p.numel() for p in plain.parameters()) == sum(p.numel() for p in ours.parameters())
+        bench.copy_weights(ours, plain)
+        ids = torch.randint(0, 11, (3, 8))
+        loss = language_model_loss(plain(ids), ids)
+        torch.testing.assert_close(loss, language_model_loss(ours(ids), ids))
+        loss.backward()
+        assert all(parameter.grad is not None for parameter in plain.parameters())
 
 
 def test_bench_threads_step_builders_make_a_loss_that_backpropagates():

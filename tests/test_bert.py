@@ -242,7 +242,7 @@ def test_shapes_on_a_tiny_config():
 def test_attention_mask_is_our_padding_mask_and_padding_changes_nothing_real():
     lengths = torch.tensor([3, 7, 5])
     attention_mask = (torch.arange(7) < lengths[:, None]).long()  # HF's (B, T) 1/0 form, right padding
-    assert torch.equal(attention_mask_to_bool(attention_mask, attention_mask), padding_mask(lengths, 7))
+    assert torch.equal(attention_mask_to_bool(attention_mask), padding_mask(lengths, 7))
     torch.manual_seed(0)
     model = BertModel(TINY).eval()
     short = torch.tensor([[2, 11, 12, 3]])

@@ -84,14 +84,7 @@ def test_activation_variants():
     assert torch.equal(blocks.ACTIVATIONS["gelu"]()(x), nn.functional.gelu(x))
 
 
-def test_bad_arguments_are_named():
-    with pytest.raises(
-        ValueError, match=r"activation must be one of \['gelu', 'gelu_tanh', 'relu'\], got 'swish'"
-    ):
-        FeedForward(8, 16, activation="swish")
-    with pytest.raises(ValueError, match="d_ff must be >= 1"):
-        FeedForward(8, 0)
+def test_bad_sizes_are_named():
+    """The block trusts its caller; the attention it builds checks the sizes a learner can get wrong."""
     with pytest.raises(ValueError, match="d_model must be divisible by n_heads"):
         TransformerBlock(10, 4, 16)
-    with pytest.raises(ValueError, match=r"x must have shape \(B, T, 16\)"):
-        TransformerBlock(C, H, D_FF)(torch.randn(2, 5, 8))

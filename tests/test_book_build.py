@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from book_helpers import build, page, write_book
-from minformers.train import lib_source_digest
+from minformers.support.checkpoints import lib_source_digest
 
 pytestmark = pytest.mark.slow
 

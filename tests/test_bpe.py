@@ -123,8 +123,8 @@ def test_training_reads_a_path(tmp_path):
 
 
 def test_incremental_training_matches_recounting(shakespeare):
-    # bpe_simple.train recounts every pair before each merge, the obvious way
-    assert train_bpe(shakespeare, 360, [EOT]) == bpe_simple.train(shakespeare, 360, [EOT])
+    # the readable trainer recounts every pair before each merge, the obvious way
+    assert train_bpe(shakespeare, 360, [EOT]) == bpe_simple.train_bpe_by_recounting(shakespeare, 360, [EOT])
 
 
 @given(tokens=st.lists(st.binary(max_size=4)))
@@ -150,9 +150,9 @@ def test_gpt2_known_ids(gpt2):
     assert gpt2.vocab_size == 50257 and len(gpt2.merges) == 50000
 
 
-def readable(tokenizer: ByteBPETokenizer) -> bpe_simple.Encoder:
+def readable(tokenizer: ByteBPETokenizer) -> bpe_simple.ReadableBPETokenizer:
     """The slow, obvious encoder of the same merges: no cache, no whole-token lookup."""
-    return bpe_simple.Encoder(tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens)
+    return bpe_simple.ReadableBPETokenizer(tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens)
 
 
 @pytest.mark.parametrize("name", ["small", "gpt2"])
@@ -261,7 +261,7 @@ def test_encode_equals_the_reference_replay_on_any_text(references, text):
 def test_incremental_training_matches_recounting_on_any_text(text):
     # Short texts: most pairs tie, and training often runs out of pairs before the vocab is full.
     if pretokenize(text):
-        assert train_bpe(text, 300) == bpe_simple.train(text, 300)
+        assert train_bpe(text, 300) == bpe_simple.train_bpe_by_recounting(text, 300)
 
 
 def cut(text: str, positions: list[int]) -> list[str]:

@@ -2,9 +2,6 @@
 halves each rank's optimizer state; the GPipe simulation's bubble is (p - 1) / (m + p - 1)."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -138,10 +135,37 @@ def test_shard_and_bad_arguments():
 @pytest.mark.slow
 def test_train_loop_under_torchrun_with_ddp_gives_the_single_process_losses(tmp_path):
     output = tmp_path / "losses.json"
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-               "-m", "minformers.ddp_train", "--steps", "6", "--output", str(output)]
-    subprocess.run(command, check=True, capture_output=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
+    torchrun = distributed.start_torchrun("minformers.ddp_train", "--steps", "6", "--output", str(output))
+    assert distributed.torchrun_output(torchrun).startswith("2 process(es) | global batch 16 | losses ")
     two_processes = json.loads(output.read_text())
     assert two_processes["world_size"] == 2
     one_process = run(steps=6)
     assert two_processes["losses"] == pytest.approx(one_process, abs=1e-5)
+
+
+def test_torchrun_output_raises_with_the_error_log_when_the_run_fails():
+    torchrun = distributed.start_torchrun("minformers.ddp_train", "--dtype", "float16", processes=1)
+    with pytest.raises(RuntimeError, match="invalid choice: 'float16'"):
+        distributed.torchrun_output(torchrun)
+
+
+def test_max_difference_is_the_largest_gap_over_every_named_tensor():
+    ours = {"w": torch.tensor([[1.0, 2.0], [3.0, 4.0]]), "b": torch.tensor([0.0])}
+    theirs = {"w": torch.tensor([[1.0, 2.5], [3.0, 4.0]]), "b": torch.tensor([-2.0])}
+    assert distributed.max_difference(ours, theirs) == 2.0
+    assert distributed.max_difference(ours, ours) == 0.0
+
+
+def test_makespan_and_sweep_events_merge_the_ranks_timelines():
+    # (stage, phase, micro-batch, start, end), as gpipe_worker records them
+    sweep = [
+        {1: {"events": [(0, "F", 0, 10.0, 11.0), (0, "B", 0, 13.0, 14.5)]}, 2: {"events": [(0, "F", 0, 0.0, 1.0)]}},
+        {1: {"events": [(1, "F", 0, 11.0, 12.0), (1, "B", 0, 12.0, 13.0)]}, 2: {"events": [(1, "F", 0, 1.0, 2.0)]}},
+    ]
+    events = distributed.sweep_events(sweep)
+    assert list(events) == [1, 2]
+    assert events[1] == sweep[0][1]["events"] + sweep[1][1]["events"]
+    assert distributed.makespan(events[1]) == 4.5
+    assert distributed.makespan(events[2]) == 2.0
+    # GPipe on 3 stages and 2 micro-batches takes (m + p - 1)(t_f + t_b) = 4 x 3 s
+    assert distributed.makespan(distributed.simulate_gpipe(3, 2, 1.0, 2.0)) == 12.0

@@ -94,8 +94,11 @@ def test_language_model_loss_shifts_by_one():
     (lambda m: m(torch.tensor([[1.0, 2.0]])), TypeError, "must be an integer tensor"),
     (lambda m: GPTConfig(d_model=30, n_heads=4), ValueError, "divisible"),
     (lambda m: GPTConfig.gpt2("huge"), ValueError, "size must be one of"),
+    (lambda m: GPTConfig(activation="swish"), ValueError, r"activation must be one of \['gelu', 'gelu_tanh', 'relu'\]"),
     (lambda m: language_model_loss(torch.zeros(2, 1, 4), torch.zeros(2, 1, dtype=torch.long)), ValueError,
-     r"needs at least 2 tokens per row, got input_ids of shape \(2, 1\)"),  # no token to predict: it was NaN
+     r"T >= 2, got \(2, 1, 4\) and \(2, 1\)"),  # no token to predict: it was NaN
+    (lambda m: language_model_loss(torch.zeros(2, 5, 4), torch.zeros(2, 4, dtype=torch.long)), ValueError,
+     r"needs logits \(B, T, V\) and input_ids \(B, T\)"),  # targets shifted by the caller as well
 ])  # fmt: skip
 def test_bad_input_gets_a_clear_error(call, error, match):
     with pytest.raises(error, match=match):

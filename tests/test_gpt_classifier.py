@@ -8,7 +8,6 @@ from torch import nn
 from minformers.bpe import ByteBPETokenizer, train_bpe
 from minformers.finetuning import fit_classifier
 from minformers.gpt import GPT, GPTConfig
-from minformers.language_modeling import LMRun, train_language_model
 from minformers.recipes.gpt_classifier import (
     CLASSIFY,
     END,
@@ -21,6 +20,7 @@ from minformers.recipes.gpt_classifier import (
     review_corpus,
     text_lm_loss,
 )
+from minformers.recipes.language_model_run import LMRun, train_language_model
 from minformers.support import data
 from minformers.train import TrainConfig
 

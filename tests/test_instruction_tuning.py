@@ -4,7 +4,6 @@ runs that train, reload from their checkpoint and answer in the format."""
 import pytest
 import torch
 
-from minformers.language_modeling import LMRun
 from minformers.recipes.instruction_tuning import (
     END,
     Example,
@@ -15,6 +14,7 @@ from minformers.recipes.instruction_tuning import (
     held_out_examples,
     task_words,
 )
+from minformers.recipes.language_model_run import LMRun
 from minformers.train import TrainConfig
 
 torch.set_num_threads(1)

@@ -10,8 +10,8 @@ from torch import nn
 from minformers.convert.peft_lora import as_peft
 from minformers.gpt import GPT, GPTConfig
 from minformers.lora import LoRALinear, apply_lora, merge_lora, trainable_parameters
-from minformers.memory import training_step_bytes
 from minformers.train import TrainConfig, make_optimizer
+from minformers.training_memory import training_step_bytes
 
 torch.set_num_threads(1)
 TINY = GPTConfig(vocab_size=23, d_model=32, n_layers=2, n_heads=4, d_ff=48, max_len=16, dropout=0.0)

@@ -1,8 +1,9 @@
 """The pages' Markdown helpers: tables that render, and lists that read as English."""
 
 import pytest
+from torch import nn
 
-from minformers.support.markdown import listed, table
+from minformers.support.markdown import listed, parts_table, table
 
 
 def test_a_table_has_a_header_a_rule_and_one_line_per_row():
@@ -24,3 +25,27 @@ def test_a_row_of_the_wrong_width_is_named():
 ])
 def test_listed_reads_as_a_sentence(items, conjunction, expected):
     assert listed(items, conjunction) == expected
+
+
+def test_parts_table_names_each_part_and_counts_its_parameters():
+    model = nn.Sequential()
+    model.add_module("embed", nn.Embedding(10, 4))
+    model.add_module("blocks", nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)]))
+    model.add_module("head", nn.Linear(4, 2, bias=False))
+    model.head.weight.requires_grad_(False)
+    lines = parts_table(model).data.splitlines()
+    assert lines == [
+        "| part | module | parameters |",
+        "| --- | --- | --- |",
+        "| `embed` | Embedding(10, 4) | 40 |",
+        "| `blocks` | 2 x Linear | 40 |",
+        "| `head` | Linear(in_features=4, out_features=2, bias=False) | 8 |",
+    ]
+    parts = [("embed", model.embed), ("head", model.head)]
+    lines = parts_table(parts, settings=False, frozen_apart=True).data.splitlines()
+    assert lines == [
+        "| part | module | trained parameters | frozen parameters |",
+        "| --- | --- | --- | --- |",
+        "| `embed` | Embedding | 40 | 0 |",
+        "| `head` | Linear | 0 | 8 |",
+    ]

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from minformers.gpt import GPT
-from minformers.language_modeling import LMRun, train_language_model
 from minformers.llama import LlamaForCausalLM
+from minformers.recipes.language_model_run import LMRun, train_language_model
 from minformers.recipes.shakespeare_gpt import PROMPT, shakespeare_characters
 from minformers.train import TrainConfig
 

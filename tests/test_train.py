@@ -17,17 +17,10 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import nn
 
-import minformers.train
-from minformers.train import (
-    History,
-    TrainConfig,
-    cached_in_build,
-    checkpoint_path,
-    learning_rate,
-    load_weights,
-    make_optimizer,
-    train,
-)
+import minformers.support.checkpoints
+from minformers.support.checkpoints import cached_in_build, checkpoint_path, load_weights
+from minformers.support.history import History
+from minformers.train import TrainConfig, learning_rate, make_optimizer, train
 
 VOCAB = 11
 
@@ -462,7 +455,7 @@ def test_saves_leave_no_partial_files(tmp_path, monkeypatch, capsys):
             raise OSError(28, "No space left on device")
         save_file(tensors, filename, metadata=metadata)
 
-    monkeypatch.setattr(minformers.train, "save_file", second_save_fails)
+    monkeypatch.setattr(minformers.support.checkpoints, "save_file", second_save_fails)
     config = TrainConfig(steps=4, lr=0.02, warmup_steps=1, eval_every=2)
     with pytest.raises(OSError, match="No space left on device"):
         train(TinyTiedModel(), token_batch, token_loss, config, checkpoint=path, progress=False)

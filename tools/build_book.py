@@ -114,7 +114,7 @@ def normalise(timings_file: Path, clock: dict) -> dict:
 
 def execution_cache(root: Path) -> Path:
     """The jupyter-cache for --reuse builds: one per lib digest, older ones removed (their outputs are stale)."""
-    from minformers.train import lib_source_digest
+    from minformers.support.checkpoints import lib_source_digest
 
     caches = root / "_build" / ".jupyter_cache"
     current = caches / f"lib-{lib_source_digest()[:16]}"

@@ -209,7 +209,7 @@ def report() -> tuple[list[str], list[str]]:
                      f"{measures['share']:5.0%}  ({measures['lines']} lines in all)")
         if measures["share"] > CHECK_SHARE:
             missed.append(name)
-    for name, limit in (("gpt.py", 190), ("train.py", 250)):
+    for name, limit in (("gpt.py", 190), ("train.py", 270)):
         count = lib_measures(LIB / name)["lines"]
         lines.append(f"  {name} {count} lines (target {limit})")
         if count > limit:

@@ -13,8 +13,8 @@ from pathlib import Path
 import nbformat
 
 from channel import ChannelClosed, ChannelTimeout, MessageTooLarge, receive, send
-from minformers import checks, train
-from minformers.support import data
+from minformers import checks
+from minformers.support import checkpoints, data
 from sandbox import Limits, ended_by, kill, start
 
 HARNESS = Path(__file__).resolve().parent
@@ -36,8 +36,8 @@ def course_caches() -> tuple[dict[Path, str], dict[str, str]]:
     and trained models from them, as when the book is built, instead of downloading (the sandbox has no network)
     or training again. `make book` fills both."""
     data_cache = data.cache_dir()
-    checkpoints = train.checkpoint_path("any", {}).parent
-    binds = {path: str(path) for path in (data_cache, checkpoints) if path.is_dir()}
+    checkpoint_folder = checkpoints.checkpoint_path("any", {}).parent
+    binds = {path: str(path) for path in (data_cache, checkpoint_folder) if path.is_dir()}
     return binds, {"MINFORMERS_CACHE": str(data_cache)}
 
 

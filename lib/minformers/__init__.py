@@ -20,13 +20,14 @@ By role:
   `preference` (DPO), `grpo` (RL from rewards a program computes);
 - what pretraining does, measured: `memorization`, `deduplication`, `retrieval`,
   `scaling`;
-- systems: `memory`, `distributed`, `ddp_train`;
+- systems: `training_memory`, `distributed`, `ddp_train`;
 - inference: `quantization` (integer codes and their scales, and GGUF's Q8_0 and Q4_1
   blocks);
 - `convert`: weights to and from PyTorch, HF and GGUF, one module per target;
 - `checks`: the exercises' automatic checks, one module per part of the book;
 - `recipes`: the experiments of one chapter each, and the corpora they use;
-- `support`: seeds and threads, data, plots, measuring, statistics, argument checks.
+- `support`: seeds and threads, data, plots, measuring, statistics, argument checks,
+  checkpoints, the fused AdamW `train` uses.
 """
 
 __version__ = "0.1.0"

@@ -1,8 +1,8 @@
 """Activation functions, their derivatives in closed form and their ranges, as one table
 of data, with the numerical checks that test every claim in it.
 
-Over 350 lines: a dozen activations, each with its derivative in closed form, which the
-page checks against autograd.
+The dozen activations share one file so that they read side by side, each with its
+derivative in closed form, which the page checks against autograd.
 
 ``TABLE`` is the table of the course's source notes, row by row: for each function the
 formula, the derivative and the range it prints, each in LaTeX and as code.
@@ -11,8 +11,7 @@ formula, the derivative and the range it prints, each in LaTeX and as code.
 
 - ``formula_error``: the printed formula against torch's own function, on a grid;
 - ``derivative_error``: the closed-form derivative against autograd on a grid;
-- ``measured_range``: the range seen on a grid from -10,000 to 10,000, as an
-``Interval``;
+- ``measured_range``: the range seen on a grid from -10,000 to 10,000, an ``Interval``;
 - ``audit``: all three, for every parameter setting a row lists.
 
     >>> x = torch.tensor([-1.0, 0.0, 2.0], dtype=torch.float64)
@@ -82,8 +81,8 @@ def normal_pdf(x: torch.Tensor) -> torch.Tensor:
 
 
 def gelu(x: torch.Tensor) -> torch.Tensor:
-    """x Φ(x): the input, weighted by the probability that a standard normal falls below
-    it."""
+    """x Φ(x): the input, weighted by the probability that a standard normal
+    falls below it."""
     return x * normal_cdf(x)
 
 
@@ -123,8 +122,8 @@ def elu_derivative(x: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
 
 def swish_derivative_as_printed(x: torch.Tensor) -> torch.Tensor:
     """eˣ (1 + x + e⁻ˣ) / (1 + e⁻ˣ)², the notes' form: the exponentials outside and
-    inside the bracket have swapped signs (the true derivative is e⁻ˣ (1 + x + eˣ) / (1
-    + e⁻ˣ)²), so it is e²ˣ times too large for large x."""
+    inside the bracket have swapped signs (the true derivative is
+    e⁻ˣ (1 + x + eˣ) / (1 + e⁻ˣ)²), so it is e²ˣ times too large for large x."""
     return torch.exp(x) * (1 + x + torch.exp(-x)) / (1 + torch.exp(-x)) ** 2
 
 
@@ -139,8 +138,8 @@ def gelu_derivative(x: torch.Tensor) -> torch.Tensor:
 
 def gelu_tanh_derivative_as_printed(x: torch.Tensor) -> torch.Tensor:
     """½ (1 + tanh u) + ½ x σ(x) (1 − tanh² u), the notes' form: the product rule's
-    second term has a stray σ(x) = 1 / (1 + e⁻ˣ) where the chain rule's du/dx = √(2/π)
-    (1 + 3 · 0.044715 x²) belongs."""
+    second term has a stray σ(x) = 1 / (1 + e⁻ˣ) where the chain rule's
+    du/dx = √(2/π) (1 + 3 · 0.044715 x²) belongs."""
     tanh = torch.tanh(GELU_TANH_SCALE * (x + GELU_TANH_CUBIC * x**3))
     return 0.5 * (1 + tanh) + 0.5 * x * sigmoid(x) * (1 - tanh**2)
 
@@ -195,10 +194,9 @@ class Interval:
 
 
 # "reached at a finite x" is judged on |x| <= 15, where no function here has saturated
-# in float64
+# in float64 (tanh(15) = 1 - 2e-13); beyond about |x| = 20, tanh and σ round to their
+# limits and would look reached.
 REACH = 15.0
-# (tanh(15) = 1 - 2e-13); beyond about |x| = 20, tanh and σ round to their limits and
-# would look reached.
 
 
 def _grid(extent: float) -> torch.Tensor:
@@ -248,11 +246,10 @@ def measured_range(
 def stationary_point(
     derivative: Callable[[torch.Tensor], torch.Tensor], low: float, high: float
 ) -> float:
-    """The x in [low, high] where ``derivative`` changes sign, by bisection to float64
-    precision.
+    """The x in [low, high] where ``derivative`` changes sign, by bisection
+    to float64 precision.
 
-    >>> # the minimum of x² - x
-    >>> round(stationary_point(lambda x: 2 * x - 1, -5.0, 5.0), 12)
+    >>> round(stationary_point(lambda x: 2 * x - 1, -5.0, 5.0), 12)  # min of x² - x
     0.5
     """
     a, b = (
@@ -316,10 +313,10 @@ UNBOUNDED = Interval(-math.inf, math.inf)
 POSITIVE = Interval(0.0, math.inf)  # (0, ∞): what the notes give Swish and GELU
 GELU_TANH = r"u = \sqrt{2/\pi}\,(x + 0.044715\,x^3)"
 
-# The appendix table of the course's source notes (seeds/003), in its order, with its
-# names and its parameter (α for the leaky ReLU, PReLU and ELU slopes). Swish has no β
-# there: it is β = 1, torch's SiLU. "GELU" there is the tanh approximation, torch's
-# gelu(approximate="tanh").
+# The appendix table of the course's source notes (seeds/003), in its order, with
+# its names and its parameter (α for the leaky ReLU, PReLU and ELU slopes). Swish
+# has no β there: it is β = 1, torch's SiLU. "GELU" there is the tanh
+# approximation, torch's gelu(approximate="tanh").
 TABLE = (
     Activation(
         "sigmoid",
@@ -462,10 +459,8 @@ def corrected_table() -> tuple[Activation, ...]:
 def formula_error(activation: Activation, x: torch.Tensor, **parameters) -> float:
     """The largest |the row's f − torch's| over the points ``x``.
 
-    >>> # tanh = 2σ(2x) - 1
-    >>> formula_error(
-    ...     TABLE[1], torch.linspace(-6, 6, 1201, dtype=torch.float64)
-    ... ) < 1e-12
+    >>> x = torch.linspace(-6, 6, 1201, dtype=torch.float64)
+    >>> formula_error(TABLE[1], x) < 1e-12  # tanh = 2σ(2x) - 1
     True
     """
     return (
@@ -501,12 +496,8 @@ def audit(activation: Activation, x: torch.Tensor) -> list[dict]:
     "derivative_error", "stated", "measured", "range_holds"}. A formula or a derivative
     holds when its error is below ``HOLDS`` (float64 rounding is about 1e-16).
 
-    >>> [
-    ...     entry["range_holds"]
-    ...     for entry in audit(
-    ...         TABLE[-2], torch.linspace(-6, 6, 1201, dtype=torch.float64)
-    ...     )
-    ... ]
+    >>> x = torch.linspace(-6, 6, 1201, dtype=torch.float64)
+    >>> [entry["range_holds"] for entry in audit(TABLE[-2], x)]
     [False]
     """
     entries = []

@@ -1,11 +1,10 @@
 """Scaled dot-product attention and multi-head attention, written out step by step.
 
-Shape legend, used in every comment below:
-    B batch, T time (T_q queries, T_k keys), C channels = d_model, H heads, D head dim =
-    C / H.
+Shape legend, used in every comment below: B batch, T time (T_q queries, T_k keys),
+C channels = d_model, H heads, D head dim = C / H.
 
-Masks are bool, ``True`` = may attend (see ``minformers.masks``), broadcastable to (B,
-H, T_q, T_k).
+Masks are bool, ``True`` = may attend (see ``minformers.masks``), broadcastable to
+(B, H, T_q, T_k).
 """
 
 import math
@@ -20,55 +19,15 @@ from minformers.masks import causal_mask, combine_masks
 from minformers.support.arguments import require_heads, require_size
 
 
-def _require_attention_inputs(q, k, v, mask, dropout_p) -> None:
-    """Reject inputs that would otherwise fail deep inside a matmul, or silently
-    broadcast wrongly."""
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        if x.dim() < 2:
-            raise ValueError(
-                f"{name} must have shape (..., T, D), got {tuple(x.shape)}"
-            )
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"q and k must have the same last dim D, got {q.shape[-1]} and "
-            f"{k.shape[-1]}"
-        )
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"k and v must have the same length T_k, got {k.shape[-2]} and "
-            f"{v.shape[-2]}"
-        )
-    if not 0.0 <= dropout_p < 1.0:
-        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
-    if mask is None:
-        return
-    if mask.dtype != torch.bool:
-        raise TypeError(
-            f"mask must be a bool tensor (True = may attend), got dtype {mask.dtype}"
-        )
-    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
-    scores_shape = (*batch, q.shape[-2], k.shape[-2])  # (..., T_q, T_k)
-    try:
-        fits = torch.broadcast_shapes(mask.shape, scores_shape) == scores_shape
-    except RuntimeError:
-        fits = False
-    if not fits:
-        raise ValueError(
-            f"mask of shape {tuple(mask.shape)} does not broadcast to the scores "
-            f"{scores_shape}"
-        )
-
-
 def scaled_dot_product_attention(
     q, k, v, mask=None, dropout_p=0.0, training=False, return_weights=False
 ):
     """softmax(q k^T / sqrt(D)) v, with masked scores set to -inf before the softmax.
 
-    q: (..., T_q, D), k: (..., T_k, D), v: (..., T_k, D_v), mask: bool, broadcastable to
-    (..., T_q, T_k). Returns the output (..., T_q, D_v), and also the weights (..., T_q,
-    T_k) (after dropout, i.e. the ones actually used) if ``return_weights``. A query
-    that may attend no key gets zero weights and a zero output (a plain softmax over all
-    -inf would give NaN).
+    q: (..., T_q, D), k: (..., T_k, D), v: (..., T_k, D_v), mask: bool, broadcastable
+    to (..., T_q, T_k). Returns the output (..., T_q, D_v), and also the weights
+    (..., T_q, T_k) if ``return_weights`` (after dropout: the ones actually used).
+    A query that may attend no key gets zero weights and a zero output.
 
     Example: one query, two keys, equal scores -> the output is the mean of the values.
     >>> q, k = torch.zeros(1, 2), torch.ones(2, 2)
@@ -76,21 +35,17 @@ def scaled_dot_product_attention(
     >>> scaled_dot_product_attention(q, k, v)
     tensor([[2., 4.]])
     """
-    _require_attention_inputs(q, k, v, mask, dropout_p)
     # Dividing by sqrt(D) keeps the scores' variance near 1 whatever D is, so the
     # softmax does not saturate.
-    # (..., T_q, D) @ (..., D, T_k) -> (..., T_q, T_k)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., T_q, T_k)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)
     if mask is not None:
-        # Rows with no allowed key are all -inf and come out of the softmax as NaN: such
-        # a query has nothing to read, so define its weights (and so its output) as
-        # zero.
+        # A row of only -inf comes out of the softmax as NaN. Such a query has nothing
+        # to read, so its weights, and so its output, are defined as zero.
         weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
-    if training and dropout_p > 0.0:
-        weights = F.dropout(weights, p=dropout_p)
+    weights = F.dropout(weights, p=dropout_p, training=training)
     output = weights @ v  # (..., T_q, T_k) @ (..., T_k, D_v) -> (..., T_q, D_v)
     return (output, weights) if return_weights else output
 
@@ -147,6 +102,26 @@ class MultiHeadAttention(nn.Module):
                 f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}"
             )
 
+    @staticmethod
+    def _require_mask(mask, scores_shape) -> None:
+        """Reject a float mask, which torch's fused kernel would add to the scores as
+        a bias, and a mask that does not broadcast to the scores (B, H, T_q, T_k)."""
+        if mask is None:
+            return
+        if mask.dtype != torch.bool:
+            raise TypeError(
+                f"mask must be a bool tensor (True = may attend), got {mask.dtype}"
+            )
+        try:
+            fits = torch.broadcast_shapes(mask.shape, scores_shape) == scores_shape
+        except RuntimeError:
+            fits = False
+        if not fits:
+            raise ValueError(
+                f"mask of shape {tuple(mask.shape)} does not broadcast to the scores "
+                f"{tuple(scores_shape)}"
+            )
+
     def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
         B, T, _ = x.shape
         x = x.view(B, T, self.n_heads, self.head_dim)  # (B, T, C) -> (B, T, H, D)
@@ -181,6 +156,7 @@ class MultiHeadAttention(nn.Module):
         q, k, v = map(self._split_heads, self._project(query, key, value))
         if cache is not None:  # decoding (the KV cache): earlier keys, then these
             k, v = cache.update(cache_layer, k, v)
+        self._require_mask(mask, (*q.shape[:-1], k.shape[-2]))  # (B, H, T_q, T_k)
         output, weights = self._attend(q, k, v, mask, causal, return_weights)
         B, _, T_q, _ = output.shape
         # (B, H, T_q, D) -> (B, T_q, H, D) -> (B, T_q, C): the heads side by side
@@ -216,7 +192,6 @@ class MultiHeadAttention(nn.Module):
             mask = combine_masks(mask, causal_mask(T_q, T_k, device=q.device))
         dropout_p = self.dropout if self.training else 0.0
         if self.fused and not return_weights:
-            _require_attention_inputs(q, k, v, mask, dropout_p)
             output = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal_flag
             )
@@ -248,11 +223,6 @@ def recorded_attention(model: nn.Module) -> Iterator[list[torch.Tensor]]:
     weights: list[torch.Tensor] = []
 
     def ask_for_weights(module, args, kwargs):
-        if kwargs.get("return_weights"):
-            raise ValueError(
-                "recorded_attention records the weights itself: call the model without "
-                "return_weights"
-            )
         return args, {**kwargs, "return_weights": True}
 
     def keep_weights(module, args, kwargs, result):

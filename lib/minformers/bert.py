@@ -49,22 +49,19 @@ class BertConfig:
     d_model: int = 768  # C, width of every hidden state; 768 = 12 heads x 64
     n_layers: int = 12  # number of transformer blocks (BERT-base 12, BERT-large 24)
     n_heads: int = 12  # attention heads per block, each of width d_model / n_heads = 64
-    # hidden width of the feed-forward network: 4 x d_model, as in the original
-    # Transformer
+    # hidden width of the feed-forward network: 4 x d_model, as in the Transformer
     d_ff: int = 3072
-    # learned positions (HF's max_position_embeddings): the longest input BERT was
-    # trained on
+    # learned positions (HF's max_position_embeddings), as many as BERT's longest input
     max_len: int = 512
     # segment (token type) embeddings: sentence A and sentence B for NSP
     n_segments: int = 2
-    # on embeddings, attention weights and every sublayer's output, as in BERT
+    # BERT's drop probability on embeddings, attention weights and sublayer outputs
     dropout: float = 0.1
     # BERT's TensorFlow value; torch's default 1e-5 would change the outputs slightly
     layer_norm_eps: float = 1e-12
-    # id of [PAD]: its embedding row starts at zero and gets no gradient from the lookup
-    # (as HF)
+    # id of [PAD], as in HF: its embedding row starts at zero and gets no gradient
     pad_id: int = 0
-    # in the feed-forward and MLM transform; exact erf GELU, as BERT
+    # the nonlinearity of the feed-forward and the MLM transform: BERT's exact erf GELU
     activation: str = "gelu"
     # E (ALBERT): embeddings V x E, then a Linear E -> C; None: E = C, no Linear
     embedding_size: int | None = None
@@ -72,8 +69,8 @@ class BertConfig:
 
     @property
     def embedding_width(self) -> int:
-        """The width of the embedding tables (and of the MLM head's transform): E if
-        factorized, else C."""
+        """The width of the embedding tables and of the MLM head's transform: E when
+        the embedding is factorized, else C."""
         return self.d_model if self.embedding_size is None else self.embedding_size
 
     def __post_init__(self):
@@ -107,8 +104,8 @@ class BertConfig:
 
     @classmethod
     def base(cls, **changes) -> "BertConfig":
-        """BERT-base: 12 layers, 768 wide, 12 heads (110M parameters with the
-        pretraining heads)."""
+        """BERT-base: 12 layers, 768 wide, 12 heads; 110M parameters with the two
+        pretraining heads."""
         return cls(**changes)
 
     @classmethod
@@ -160,9 +157,9 @@ class BertConfig:
 
 
 def count_parameters(config: BertConfig, heads: bool = True) -> int:
-    """Parameters of ``BertForPreTraining(config)`` (``heads=False``: of
-    ``BertModel(config)``), counted on the meta device, so nothing is allocated. Tied
-    weights count once."""
+    """Parameters of ``BertForPreTraining(config)``, or of ``BertModel(config)`` with
+    ``heads=False``. Tied weights count once. The model is built on the meta device,
+    so nothing is allocated."""
     with torch.device("meta"):
         model = BertForPreTraining(config) if heads else BertModel(config)
     return sum(parameter.numel() for parameter in model.parameters())
@@ -188,8 +185,8 @@ def init_bert_weights(module: nn.Module) -> None:
 
 
 class BertEmbeddings(nn.Module):
-    """token + segment + learned position embeddings, then LayerNorm and dropout: (B, T)
-    ids -> (B, T, C).
+    """token + segment + learned position embeddings, then LayerNorm and dropout:
+    (B, T) ids -> (B, T, C).
 
     Factorized (ALBERT, ``embedding_size`` E): the tables are E wide and a Linear E -> C
     follows, so the vocabulary costs V x E + E x C parameters instead of V x C.
@@ -213,16 +210,10 @@ class BertEmbeddings(nn.Module):
     def forward(
         self, input_ids: torch.Tensor, segment_ids: torch.Tensor | None = None
     ) -> torch.Tensor:
-        config = self.config
-        require_ids("input_ids", input_ids, config.vocab_size, "vocab_size")
-        require_context("input_ids", input_ids.shape[1], config.max_len)
         if segment_ids is None:
             # one segment: everything is sentence A
             segment_ids = torch.zeros_like(input_ids)
-        require_ids(
-            "segment_ids", segment_ids, config.n_segments, "n_segments", input_ids.shape
-        )
-        # (B, T, C)
+        # (B, T, E)
         x = self.token_embedding(input_ids) + self.segment_embedding(segment_ids)
         # (B, T, E) + (T, E): the same positions in every row
         x = x + self.position_embedding(input_ids.shape[1])
@@ -231,38 +222,47 @@ class BertEmbeddings(nn.Module):
         return x if self.projection is None else self.projection(x)
 
 
-def attention_mask_to_bool(
-    attention_mask: torch.Tensor, input_ids: torch.Tensor
-) -> torch.Tensor:
-    """HF's (B, T) attention_mask, 1/True = real token, -> our (B, 1, 1, T) bool mask
-    over the keys.
+def require_inputs(
+    config: BertConfig, input_ids, segment_ids=None, attention_mask=None
+) -> None:
+    """Raise, naming the argument, unless the (B, T) inputs fit ``config``: ids within
+    the vocabulary and the segments, no longer than max_len, and a 0/1 mask. An HF-style
+    additive mask (0 and -10000) would otherwise be read backwards, without an error.
 
-    The same as ``masks.padding_mask(lengths)`` for right padding, and correct for any
-    other layout too.
-
-    >>> attention_mask_to_bool(torch.tensor([[1, 1, 0]]), torch.tensor([[5, 6, 0]]))[
-    ...     :, 0, 0
-    ... ]
-    tensor([[ True,  True, False]])
+    >>> require_inputs(BertConfig.tiny(vocab_size=10), torch.tensor([[2, 7, 30]]))
+    Traceback (most recent call last):
+    ValueError: input_ids must be in [0, vocab_size=10), got [30]
     """
-    if (
-        not isinstance(attention_mask, torch.Tensor)
-        or attention_mask.shape != input_ids.shape
-    ):
-        shape = (
-            tuple(attention_mask.shape)
-            if isinstance(attention_mask, torch.Tensor)
-            else type(attention_mask)
+    require_ids("input_ids", input_ids, config.vocab_size, "vocab_size")
+    require_context("input_ids", input_ids.shape[1], config.max_len)
+    if segment_ids is not None:
+        require_ids(
+            "segment_ids", segment_ids, config.n_segments, "n_segments", input_ids.shape
         )
+    if attention_mask is None:
+        return
+    if attention_mask.shape != input_ids.shape:
         raise ValueError(
             "attention_mask must have the shape of input_ids "
-            f"{tuple(input_ids.shape)}, got {shape}"
+            f"{tuple(input_ids.shape)}, got {tuple(attention_mask.shape)}"
         )
-    if not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
+    if not ((attention_mask == 0) | (attention_mask == 1)).all():
         raise ValueError(
-            "attention_mask must hold only 0/1 (or False/True): 1 = real token, 0 = "
-            "padding"
+            "attention_mask must hold only 0/1 (or False/True): 1 = real token, "
+            "0 = padding"
         )
+
+
+def attention_mask_to_bool(attention_mask: torch.Tensor) -> torch.Tensor:
+    """HF's (B, T) attention_mask, 1/True = real token, -> our (B, 1, 1, T) bool mask
+    over the keys. The same as ``masks.padding_mask(lengths)`` for right padding, and
+    correct for any other layout too.
+
+    >>> attention_mask_to_bool(torch.tensor([[1, 1, 0]])).shape  # (B, 1, 1, T)
+    torch.Size([1, 1, 1, 3])
+    >>> attention_mask_to_bool(torch.tensor([[1, 1, 0]]))[:, 0, 0]
+    tensor([[ True,  True, False]])
+    """
     # (B, T) -> (B, 1, 1, T): broadcasts over heads and queries
     return attention_mask.bool()[:, None, None, :]
 
@@ -295,8 +295,7 @@ class BertModel(nn.Module):
             "layer_norm_eps": config.layer_norm_eps,
         }
         # norm_first=False: BERT is post-LN, x = LN(x + sublayer(x)). ALBERT's shared
-        # layers are one block listed n_layers times: the same tensors, applied again
-        # and again.
+        # layers are one block listed n_layers times, its tensors applied at each layer.
         blocks = [
             TransformerBlock(*sizes, norm_first=False, **options)
             for _ in range(config.n_layers)
@@ -318,11 +317,10 @@ class BertModel(nn.Module):
         """input_ids, segment_ids, attention_mask: (B, T); attention_mask 1/True for
         real tokens, 0 for padding. ``causal=True`` adds GPT's causal mask: position t
         reads tokens 0..t only (BERT as a next-word predictor)."""
+        require_inputs(self.config, input_ids, segment_ids, attention_mask)
         x = self.embeddings(input_ids, segment_ids)  # (B, T) -> (B, T, C)
         mask = (
-            None
-            if attention_mask is None
-            else attention_mask_to_bool(attention_mask, input_ids)
+            None if attention_mask is None else attention_mask_to_bool(attention_mask)
         )
         all_hidden_states = [x] if return_all_hidden_states else None
         for layer in self.layers:
@@ -408,26 +406,14 @@ class BertForPreTraining(nn.Module):
         if mlm_labels is None:
             mlm_logits = self.mlm_head(body.hidden_states)  # (B, T, V)
         else:
-            require_ids(
-                "mlm_labels",
-                mlm_labels,
-                self.config.vocab_size,
-                "vocab_size",
-                shape=input_ids.shape,
-                ignore=IGNORE_INDEX,
-            )
+            shape, V = input_ids.shape, self.config.vocab_size
+            require_ids("mlm_labels", mlm_labels, V, "vocab_size", shape, IGNORE_INDEX)
             labelled = mlm_labels != IGNORE_INDEX  # (B, T)
             mlm_logits = self.mlm_head(body.hidden_states[labelled])  # (N, C) -> (N, V)
             mlm_loss = F.cross_entropy(mlm_logits, mlm_labels[labelled])
         if nsp_labels is not None:
-            require_ids(
-                "nsp_labels",
-                nsp_labels,
-                2,
-                "classes",
-                shape=input_ids.shape[:1],
-                ignore=IGNORE_INDEX,
-            )
+            batch = input_ids.shape[:1]  # (B,)
+            require_ids("nsp_labels", nsp_labels, 2, "classes", batch, IGNORE_INDEX)
             nsp_loss = F.cross_entropy(
                 nsp_logits, nsp_labels, ignore_index=IGNORE_INDEX
             )
@@ -467,10 +453,8 @@ class BertForSequenceClassification(nn.Module):
 
     def __init__(self, config: BertConfig, n_classes: int, freeze_body: bool = False):
         super().__init__()
-        self.config, self.n_classes = (
-            config,
-            require_size("n_classes", n_classes, minimum=2),
-        )
+        self.config = config
+        self.n_classes = require_size("n_classes", n_classes, minimum=2)
         self.bert = BertModel(config)
         self.dropout = nn.Dropout(config.dropout)
         self.classifier = nn.Linear(config.d_model, n_classes)
@@ -507,9 +491,9 @@ class BertForSequenceClassification(nn.Module):
         self, input_ids, attention_mask=None, segment_ids=None, labels=None
     ) -> ClassificationOutput:
         """labels: (B,) class ids in [0, n_classes). The mask comes second, as in HF's
-        classifier, so that ``finetuning.fit_classifier``'s inputs ``(ids,
-        attention_mask)`` land where they belong; a single sentence needs no segment
-        ids."""
+        classifier, so that the inputs ``(ids, attention_mask)`` of
+        ``finetuning.fit_classifier`` land where they belong. A single sentence needs
+        no segment ids."""
         # (B, C)
         pooled = self.bert(
             input_ids, segment_ids=segment_ids, attention_mask=attention_mask
@@ -517,13 +501,9 @@ class BertForSequenceClassification(nn.Module):
         logits = self.classifier(self.dropout(pooled))  # (B, C) -> (B, n_classes)
         loss = None
         if labels is not None:
+            batch = input_ids.shape[:1]  # (B,)
             require_ids(
-                "labels",
-                labels,
-                self.n_classes,
-                "n_classes",
-                shape=input_ids.shape[:1],
-                ignore=IGNORE_INDEX,
+                "labels", labels, self.n_classes, "n_classes", batch, IGNORE_INDEX
             )
             loss = F.cross_entropy(logits, labels, ignore_index=IGNORE_INDEX)
         return ClassificationOutput(logits, loss)

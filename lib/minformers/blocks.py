@@ -1,8 +1,8 @@
 """The transformer block: self-attention then a position-wise feed-forward network, each
 wrapped in a residual connection and a LayerNorm.
 
-Shapes: B batch, T time, C channels = d_model. Every module here maps (B, T, C) -> (B,
-T, C).
+Shapes: B batch, T time, C channels = d_model. Every module here maps (B, T, C) to
+(B, T, C).
 """
 
 from functools import partial
@@ -11,7 +11,6 @@ import torch
 from torch import nn
 
 from minformers.attention import MultiHeadAttention
-from minformers.support.arguments import require_size
 
 ACTIVATIONS = {
     # the exact erf form: BERT, and torch's TransformerEncoderLayer(activation="gelu")
@@ -22,8 +21,9 @@ ACTIVATIONS = {
 
 
 class FeedForward(nn.Module):
-    """Linear C -> d_ff, activation, Linear d_ff -> C, dropout; applied to each position
-    on its own.
+    """Linear C -> d_ff, activation, Linear d_ff -> C, dropout: each position on its own.
+
+    ``activation`` is a key of ``ACTIVATIONS``; the model configs check it.
 
     >>> FeedForward(d_model=8, d_ff=32)(torch.randn(2, 5, 8)).shape
     torch.Size([2, 5, 8])
@@ -33,13 +33,7 @@ class FeedForward(nn.Module):
         self, d_model: int, d_ff: int, activation: str = "gelu", dropout: float = 0.0
     ):
         super().__init__()
-        if activation not in ACTIVATIONS:
-            raise ValueError(
-                f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}"
-            )
-        self.up_proj = nn.Linear(
-            require_size("d_model", d_model), require_size("d_ff", d_ff)
-        )
+        self.up_proj = nn.Linear(d_model, d_ff)
         self.activation = ACTIVATIONS[activation]()
         self.down_proj = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)
@@ -52,11 +46,11 @@ class FeedForward(nn.Module):
 class TransformerBlock(nn.Module):
     """Self-attention sublayer + feed-forward sublayer, each with a residual connection.
 
-    norm_first=True  (pre-LN, GPT-2 onwards): x = x + f(LN(x)). The residual path is
-    never normalised,
-                     so gradients reach early layers unchanged and training is stable
-                     without warmup.
-    norm_first=False (post-LN, original Transformer and BERT): x = LN(x + f(x)).
+    norm_first=True (pre-LN, GPT-2 onwards): x = x + f(LN(x)). The residual path is
+    never normalised, so gradients reach early layers unchanged and training is stable
+    without warmup.
+
+    norm_first=False (post-LN, the original Transformer and BERT): x = LN(x + f(x)).
 
     Matches ``torch.nn.TransformerEncoderLayer(..., batch_first=True, norm_first=...)``
     with the same weights; note that torch's bool ``src_mask`` means True = blocked, the
@@ -78,7 +72,7 @@ class TransformerBlock(nn.Module):
         layer_norm_eps: float = 1e-5,
     ):
         super().__init__()
-        self.d_model, self.norm_first = d_model, norm_first
+        self.norm_first = norm_first
         self.attention = MultiHeadAttention(d_model, n_heads, dropout=dropout)
         self.attention_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.feed_forward = FeedForward(
@@ -103,11 +97,6 @@ class TransformerBlock(nn.Module):
         ``cache``, a ``KVCache``, makes the attention also read the keys and values of
         earlier calls (decoding); ``cache_layer`` is this block's index in it.
         """
-        if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(
-                f"x must have shape (B, T, {self.d_model}) (d_model), got "
-                f"{tuple(x.shape)}"
-            )
 
         def attend(h: torch.Tensor) -> torch.Tensor:
             return self.dropout(

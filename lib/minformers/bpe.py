@@ -1,8 +1,8 @@
 """Byte-level BPE (Sennrich et al. 2016, on bytes as in GPT-2): training, encoding,
 decoding, saving, GPT-2's files.
 
-Over 350 lines: the fast trainer and a complete tokenizer (special tokens, streaming,
-saving, GPT-2's files); the version written to be read is bpe_simple.
+This is the complete tokenizer (special tokens, streaming, saving, GPT-2's files) and
+its fast trainer; the version written to be read is bpe_simple.
 
 Text becomes UTF-8 bytes, so the 256 single bytes spell any string and no token is ever
 unknown. Training starts from those bytes and repeatedly merges the most frequent
@@ -41,7 +41,7 @@ def merge_pair(ids: list[int], pair: Pair, new_id: int) -> list[int]:
 
     >>> merge_pair([1, 2, 3, 1, 2], pair=(1, 2), new_id=4)
     [4, 3, 4]
-    >>> merge_pair([1, 1, 1], pair=(1, 1), new_id=5)  # the first two merge; the third has no partner left
+    >>> merge_pair([1, 1, 1], pair=(1, 1), new_id=5)  # the third 1 has no partner left
     [5, 1]
     """
     merged = []
@@ -179,13 +179,13 @@ def train_bpe(
                 if new_id in new_pair:
                     words_with[new_pair].add(index)
             words[index] = merged
-        # Most pairs of a changed word are in it before and after the merge (a change of
-        # 0): they keep their entry.
+        # Most pairs of a changed word are in it before and after the merge (a change
+        # of 0): they keep their entry.
         for (left, right), delta in change.items():
             if delta:
                 count = pair_counts[left, right] = pair_counts[left, right] + delta
-                # a pair that no longer occurs (the merged one, at least) must never be
-                # popped
+                # a pair that no longer occurs (the merged one, at least)
+                # must never be popped
                 if count > 0:
                     heapq.heappush(
                         heap, (-count, sort_key[left], sort_key[right], (left, right))
@@ -213,8 +213,8 @@ def gpt2_token_bytes(token: str) -> bytes:
 
 
 class ByteBPETokenizer:
-    """Encode text to ids and back with a byte-level BPE: a vocab (id -> bytes), merges,
-    special tokens.
+    """Encode text to ids and back with a byte-level BPE: a vocab (id -> bytes),
+    merges, special tokens.
 
     Any id layout works, so GPT-2's files load with GPT-2's ids: a merge's rank is its
     position in `merges`, and the token it makes has the id that `vocab` gives its
@@ -293,8 +293,8 @@ class ByteBPETokenizer:
         self._special_ids = {
             token: id_of[token.encode("utf-8")] for token in self.special_tokens
         }
-        # For encode_iterable: the text at the end of a chunk might be the start of a
-        # special token.
+        # For encode_iterable: the text at the end of a chunk might be the start of
+        # a special token.
         self._special_prefixes = {
             token[:n] for token in self.special_tokens for n in range(1, len(token))
         }
@@ -319,8 +319,8 @@ class ByteBPETokenizer:
         return f"ByteBPETokenizer(vocab_size={self.vocab_size}, merges={len(self.merges)}, {self.special_tokens=})"
 
     def _encode_pretoken(self, pretoken: str) -> list[int]:
-        """Ids of one pretoken: its bytes, merged in the order the merges were
-        learned."""
+        """Ids of one pretoken: its bytes, merged in the order the
+        merges were learned."""
         data = pretoken.encode("utf-8")
         # About half the distinct words of English prose are one GPT-2 token, so look
         # the whole word up first (as tiktoken does). Replaying the merges ends at that
@@ -379,12 +379,10 @@ class ByteBPETokenizer:
         inside a word, a run of spaces or a special token; only a short tail of text is
         held back between chunks.
 
-        >>> tokenizer = ByteBPETokenizer(
-        ...     *train_bpe("low lower", 257), special_tokens=[]
-        ... )
-        >>> list(tokenizer.encode_iterable(["lo", "w lo", "wer"])) == tokenizer.encode(
-        ...     "low lower"
-        ... )
+        >>> vocab, merges = train_bpe("low lower", 257)
+        >>> tokenizer = ByteBPETokenizer(vocab, merges, special_tokens=[])
+        >>> ids = tokenizer.encode_iterable(["lo", "w lo", "wer"])
+        >>> list(ids) == tokenizer.encode("low lower")
         True
         """
         tail = ""
@@ -410,8 +408,8 @@ class ByteBPETokenizer:
         for piece, is_special in split_on_special(text, self.special_tokens):
             end = start + len(piece)
             # Where text[i:] is a special token's start but not all of it; a special
-            # token that reaches the end could still grow into a longer one, e.g. "<s>"
-            # into "<s><s>".
+            # token that reaches the end could still grow into a longer one, e.g.
+            # "<s>" into "<s><s>".
             starts = range(
                 max(start, len(text) - self._longest_special + 1),
                 start + 1 if is_special else end,

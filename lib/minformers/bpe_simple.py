@@ -1,16 +1,16 @@
 """Byte-level BPE written to be read: the trainer and the encoder of `minformers.bpe`,
 with nothing added for speed.
 
-`train` gives the same vocab and merges as `bpe.train_bpe`, and `Encoder` the same ids as
-`bpe.ByteBPETokenizer` (tests/test_bpe.py checks both, on Shakespeare and on GPT-2's
-merges). The fast versions recount only the words a merge touched, keep the pair counts
-in a heap and cache each word's ids; these recount every pair at every step and encode
-each word afresh.
+`train_bpe_by_recounting` gives the same vocab and merges as `bpe.train_bpe`, and
+`ReadableBPETokenizer` the same ids as `bpe.ByteBPETokenizer` (tests/test_bpe.py checks
+both, on Shakespeare and on GPT-2's merges). The fast versions recount only the words a
+merge touched, keep the pair counts in a heap and cache each word's ids; these recount
+every pair at every step and encode each word afresh.
 
-    >>> vocab, merges = train("low low low lower lowest", vocab_size=258)
+    >>> vocab, merges = train_bpe_by_recounting("low low low lower lowest", 258)
     >>> merges
     [(b'o', b'w'), (b'l', b'ow')]
-    >>> Encoder(vocab, merges).encode(" lower")
+    >>> ReadableBPETokenizer(vocab, merges).encode(" lower")
     [32, 257, 101, 114]
 """
 
@@ -23,7 +23,7 @@ from minformers.bpe import merge_pair
 from minformers.pretokenize import pretokenize, split_on_special
 
 
-def train(
+def train_bpe_by_recounting(
     text: str, vocab_size: int, special_tokens: Iterable[str] = ()
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Merge the most frequent adjacent pair of tokens, inside pretokens, until the
@@ -58,7 +58,7 @@ def train(
     return vocab, merges
 
 
-class Encoder:
+class ReadableBPETokenizer:
     """Token ids of text: special tokens whole; each pretoken's bytes merged, always the
     pair whose merge was learned first, until no learned pair is left.
 

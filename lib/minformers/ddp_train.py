@@ -2,11 +2,13 @@
 processes: the model is wrapped in DistributedDataParallel and every process reads its
 own share of each global batch.
 
-    python -m minformers.ddp_train --steps 20                                          #
-    1 process: the reference torchrun --standalone --nproc_per_node 2 -m
-    minformers.ddp_train --steps 20         # 2 CPU processes, gloo torchrun
-    --standalone --nproc_per_node 8 -m minformers.ddp_train --device cuda      # 8 GPUs,
-    nccl
+One process is the reference; torchrun starts several:
+
+    python -m minformers.ddp_train --steps 20
+    torchrun --standalone --nproc_per_node 2 -m minformers.ddp_train --steps 20
+
+The first prints the reference losses; the second runs two CPU processes over gloo.
+On a machine with 8 GPUs, ``--nproc_per_node 8`` with ``--device cuda`` uses nccl.
 
 With the same global batch, every run prints the same losses (up to float rounding): DDP
 averages the gradients of the shards, which is the gradient of the whole batch's mean

@@ -1,5 +1,5 @@
-"""Finding repeated documents in a corpus: exact copies by hashing, near copies by
-MinHash.
+"""Finding repeated documents in a corpus: exact copies by hashing, near
+copies by MinHash.
 
 Two documents are near copies when their sets of word n-grams ("shingles") overlap a
 lot: their Jaccard similarity |A ∩ B| / |A ∪ B| is high. Comparing every pair of sets is
@@ -30,8 +30,8 @@ from minformers.support.arguments import require_size
 
 
 def normalise(text: str) -> str:
-    """Lower case, words only: copies that differ in case, punctuation or spacing become
-    equal."""
+    """Lower case, words only: copies that differ in case, punctuation or
+    spacing become equal."""
     return " ".join(re.findall(r"\w+", text.lower()))
 
 

@@ -2,18 +2,15 @@
 undo the corruption.
 
 - **T5 span corruption** (Raffel et al., 2020): 15% of the tokens, in spans of mean
-length 3, are cut out; each
-  span becomes one sentinel token in the input, and the target lists each sentinel
-  followed by the tokens it hid, then one more sentinel. The decoder writes only what
-  was removed.
+  length 3, are cut out; each span becomes one sentinel token in the input, and the
+  target lists each sentinel followed by the tokens it hid, then one more sentinel. The
+  decoder writes only what was removed.
 - **BART text infilling** (Lewis et al., 2020): spans with Poisson(3) lengths, 30% of
-the tokens in all, are each
-  replaced by a single mask token (a span of length 0 inserts one); the decoder writes
-  the whole original text, so the model must also work out how many tokens each mask
-  hides.
+  the tokens in all, are each replaced by a single mask token (a span of length 0
+  inserts one); the decoder writes the whole original text, so the model must also work
+  out how many tokens each mask hides.
 
-Both work on lists of token ids and take a ``random.Random``, so a seed fixes the
-corruption.
+Both take lists of token ids and a ``random.Random``, so a seed fixes the corruption.
 
     >>> tokens = list(range(100, 120))  # 20 tokens: 3 noise tokens, in 1 span
     >>> inputs, targets = span_corruption(
@@ -34,8 +31,8 @@ from minformers.support.arguments import require_size
 
 
 def _composition(total: int, parts: int, rng: random.Random) -> list[int]:
-    """``total`` split into ``parts`` positive integers, uniformly among all such
-    splits."""
+    """``total`` split into ``parts`` positive integers, uniformly among
+    all such splits."""
     # distinct cut points between 1 and total - 1
     cuts = sorted(rng.sample(range(1, total), parts - 1))
     return [end - start for start, end in zip([0, *cuts], [*cuts, total], strict=True)]
@@ -49,12 +46,12 @@ def random_noise_mask(
 ) -> list[bool]:
     """Which of ``n`` tokens T5 corrupts: True = noise.
 
-    round(n * noise_density) tokens are noise (at least 1), in round(noise /
-    mean_span_length) spans (at least 1); the noise and the kept tokens are each split
-    into that many non-empty runs at random, and the runs alternate. T5's own code
-    always starts with kept tokens, so its last token is always noise; here a coin
-    decides whether the text ends with noise (T5's layout) or with kept tokens (then its
-    first run of kept tokens may be empty), so either end can be noise.
+    round(n * noise_density) tokens are noise (at least 1), in
+    round(noise / mean_span_length) spans (at least 1); the noise and the kept tokens
+    are each split into that many non-empty runs at random, and the runs alternate.
+    T5's own code always starts with kept tokens, so its last token is always noise;
+    here a coin decides whether the text ends with noise (T5's layout) or with kept
+    tokens (then its first run of kept tokens may be empty), so either end can be noise.
     """
     if not 0.0 < noise_density < 1.0:
         raise ValueError(f"noise_density must be in (0, 1), got {noise_density}")
@@ -122,8 +119,8 @@ def span_corruption(
     noise_density: float = 0.15,
     mean_span_length: float = 3.0,
 ) -> tuple[list[int], list[int]]:
-    """T5's objective for one sequence: (inputs, targets) = ``sentinel_corruption`` of a
-    ``random_noise_mask``."""
+    """T5's objective for one sequence: (inputs, targets) = ``sentinel_corruption``
+    of a ``random_noise_mask``."""
     return sentinel_corruption(
         tokens,
         random_noise_mask(len(tokens), rng, noise_density, mean_span_length),
@@ -153,8 +150,8 @@ def restore_spans(
 
 
 def poisson(rate: float, rng: random.Random) -> int:
-    """A Poisson(rate) draw (Knuth's method: count uniforms until their product falls
-    below e^-rate)."""
+    """A Poisson(rate) draw, by Knuth's method: count uniforms until their product
+    falls below e^-rate."""
     limit, count, product = math.exp(-rate), 0, rng.random()
     while product > limit:
         count += 1
@@ -179,9 +176,9 @@ def text_infilling(
 ) -> Infilled:
     """BART's text infilling for one sequence.
 
-    Span lengths are drawn from Poisson(mean_span_length) until they cover round(len *
-    mask_ratio) tokens (the last one cut to fit); the spans go at random places, never
-    touching, so two masks never merge.
+    Span lengths are drawn from Poisson(mean_span_length) until they cover
+    round(len * mask_ratio) tokens (the last one cut to fit); the spans go at random
+    places, never touching, so two masks never merge.
     """
     if not 0.0 < mask_ratio < 1.0:
         raise ValueError(f"mask_ratio must be in (0, 1), got {mask_ratio}")

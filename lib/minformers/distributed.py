@@ -2,17 +2,17 @@
 tensor parallelism (Megatron-style linear layers) and a GPipe pipeline, each small
 enough to read and to run on one CPU.
 
-Over 350 lines: data, tensor and pipeline parallelism and ZeRO, a short section each,
-taught on one page.
+Data, tensor and pipeline parallelism and ZeRO are taught on one page, so they share
+one file, a short section each.
 
 Every experiment runs in real processes joined by the gloo backend on localhost.
-``launch(worker, *args)`` starts them and returns what each rank's ``worker(rank,
-world_size, *args)`` returned; workers live in this module because a new process can
-only run a function it can import. On a GPU machine the same code runs with the nccl
-backend.
+``launch(worker, *args)`` starts them and returns what each rank's
+``worker(rank, world_size, *args)`` returned; workers live in this module because a new
+process can only run a function it can import. On a GPU machine the same code runs with
+the nccl backend.
 
-Shape legend: B batch, C channels (input features), F output features, R ranks (world
-size), m micro-batches, p pipeline stages.
+Shape legend: B batch, C channels (input features), F output features,
+R ranks (world size), m micro-batches, p pipeline stages.
 
     >>> # rank 1 of 2 takes the second half of the rows
     >>> shard(torch.arange(8).view(4, 2), rank=1, world_size=2)
@@ -25,7 +25,10 @@ size), m micro-batches, p pipeline stages.
 
 import copy
 import datetime
+import os
 import socket
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -40,13 +43,12 @@ from torch.nn.parallel import DistributedDataParallel
 
 from minformers.support.arguments import require_size
 
-# ---------------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------
 # Starting processes
 
 
 def free_port() -> int:
-    """A TCP port no one listens on right now: the OS picks one when we bind to port
-    0."""
+    """A TCP port no one listens on now: the OS picks one when we bind to port 0."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
@@ -102,6 +104,33 @@ def launch(worker: Callable, *args, world_size: int = 2) -> list:
         ]
 
 
+def start_torchrun(
+    module: str, *arguments: str, processes: int = 2
+) -> subprocess.Popen:
+    """Start ``torchrun --standalone --nproc_per_node processes -m module arguments`` in
+    the background and return at once, so this process can work while they run; read
+    the result with ``torchrun_output``. Each process gets one thread, as ``launch``'s
+    do, because the machine's cores are shared between them."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    command += ["--nproc_per_node", str(processes), "-m", module, *arguments]
+    return subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+
+
+def torchrun_output(process: subprocess.Popen, timeout: float = 300) -> str:
+    """Wait for a run started by ``start_torchrun`` and return what it printed; raise
+    with the end of its error log if it failed."""
+    stdout, stderr = process.communicate(timeout=timeout)
+    if process.returncode:
+        raise RuntimeError(f"torchrun failed:\n{stderr[-3000:]}")
+    return stdout
+
+
 def shard(batch: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
     """Rank ``rank``'s contiguous share of the rows of ``batch`` (what a
     DistributedSampler does for a dataset).
@@ -128,9 +157,20 @@ def gradients(model: nn.Module) -> dict[str, torch.Tensor]:
     }
 
 
-# ---------------------------------------------------------------------------------------------------------------------
-# Data parallelism: every rank holds the whole model, and reads its own share of the
-# batch
+def max_difference(
+    ours: dict[str, torch.Tensor], theirs: dict[str, torch.Tensor]
+) -> float:
+    """The largest absolute difference between two sets of tensors with the same
+    names, such as two models' gradients.
+
+    >>> max_difference({"w": torch.tensor([1.0, 2.0])}, {"w": torch.tensor([1.5, 2.0])})
+    0.5
+    """
+    return max((ours[name] - theirs[name]).abs().max().item() for name in theirs)
+
+
+# --------------------------------------------------------------------------------------
+# Data parallelism: every rank holds the whole model and reads its share of the batch
 
 
 def single_process_gradients(
@@ -165,8 +205,8 @@ def data_parallel_gradients(
     batch: torch.Tensor,
     loss_for_batch: Callable,
 ) -> dict:
-    """Worker: this rank's gradients after backward on its shard, with DDP and with
-    ``average_gradients``."""
+    """Worker: this rank's gradients after backward on its shard, with DDP
+    and with ``average_gradients``."""
     model.zero_grad(set_to_none=True)
     by_hand = copy.deepcopy(model)
     # kept in a variable: its hooks must outlive the backward pass
@@ -177,7 +217,7 @@ def data_parallel_gradients(
     return {"ddp": gradients(model), "all_reduce": gradients(by_hand)}
 
 
-# ---------------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------
 # ZeRO stage 1: the optimizer state is split across the ranks
 
 
@@ -233,9 +273,8 @@ def zero_memory(
     return results
 
 
-# ---------------------------------------------------------------------------------------------------------------------
-# Tensor parallelism: one layer's weight matrix is split across the ranks (Megatron-LM's
-# f, g and gather)
+# --------------------------------------------------------------------------------------
+# Tensor parallelism: a layer's weights split over ranks (Megatron-LM's f, g, gather)
 
 
 class _CopyToRanks(torch.autograd.Function):
@@ -304,13 +343,14 @@ class ColumnParallelLinear(nn.Module):
         self.weight = nn.Parameter(
             linear.weight.detach()[rank * rows : (rank + 1) * rows].clone()
         )
+        # (F / R,), or None
         self.bias = (
             None
             if linear.bias is None
             else nn.Parameter(
                 linear.bias.detach()[rank * rows : (rank + 1) * rows].clone()
             )
-        )  # (F / R,)
+        )
         self.gather_output = gather_output
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -377,9 +417,8 @@ def tensor_parallel_outputs(
     }
 
 
-# ---------------------------------------------------------------------------------------------------------------------
-# Pipeline parallelism: consecutive layers on consecutive ranks, the batch cut into
-# micro-batches (GPipe)
+# --------------------------------------------------------------------------------------
+# Pipeline parallelism: consecutive layers on consecutive ranks, micro-batches (GPipe)
 
 
 def gpipe_bubble(n_stages: int, n_microbatches: int) -> float:
@@ -427,13 +466,22 @@ def simulate_gpipe(
     return events
 
 
+def makespan(events) -> float:
+    """How long a timeline of events (stage, phase, micro-batch, start, end) takes, from
+    the first start to the last end.
+
+    >>> makespan(simulate_gpipe(2, 1))  # four operations of 1 s, one after another
+    4.0
+    """
+    return max(event[4] for event in events) - min(event[3] for event in events)
+
+
 def bubble_fraction(events) -> float:
-    """Idle share of a timeline of events (stage, phase, micro-batch, start, end): 1 -
-    busy / (stages x makespan)."""
+    """Idle share of a timeline of events (stage, phase, micro-batch, start, end):
+    1 - busy / (stages x makespan)."""
     stages = {event[0] for event in events}
-    makespan = max(event[4] for event in events) - min(event[3] for event in events)
     busy = sum(event[4] - event[3] for event in events)
-    return 1 - busy / (len(stages) * makespan)
+    return 1 - busy / (len(stages) * makespan(events))
 
 
 def peak_stashed_microbatches(events) -> list[int]:
@@ -556,3 +604,12 @@ def gpipe_sweep(
             rank, world_size, stages, inputs, targets, n_microbatches, device_seconds
         )
     return results
+
+
+def sweep_events(sweep: list[dict[int, dict]]) -> dict[int, list]:
+    """The whole timeline of each run of a ``gpipe_sweep``: {m: the events of every
+    rank, rank 0's first}, from the list ``launch`` returns (one result per rank)."""
+    return {
+        m: [event for result in sweep for event in result[m]["events"]]
+        for m in sweep[0]
+    }

@@ -12,7 +12,8 @@ embeddings.
     >>> ids = torch.tensor([[2, 17, 42, 3]])
     >>> model.discriminator(ids).shape  # one logit per token: > 0 means "replaced"
     torch.Size([1, 4])
-    >>> model.generator.bert.embeddings.token_embedding is model.discriminator.bert.embeddings.token_embedding
+    >>> shared = model.discriminator.bert.embeddings.token_embedding
+    >>> model.generator.bert.embeddings.token_embedding is shared
     True
 
 The loss is ``L_MLM(generator) + rtd_weight * L_RTD(discriminator)``
@@ -34,7 +35,6 @@ from minformers.bert import (
     init_bert_weights,
 )
 from minformers.objectives import IGNORE_INDEX, replace_tokens, replaced_token_labels
-from minformers.support.arguments import require_size
 
 SHARED_EMBEDDINGS = (
     "token_embedding",
@@ -50,7 +50,6 @@ def generator_config(discriminator: BertConfig, divisor: int = 4) -> BertConfig:
     shared) and a Linear projects them down, like ALBERT's factorized embedding. The
     paper found generators 1/4 to 1/2 of the discriminator's size work best: a stronger
     generator makes replacements too hard to detect early in training."""
-    require_size("divisor", divisor)
     if discriminator.d_model % divisor or discriminator.d_ff % divisor:
         raise ValueError(
             f"divisor must divide d_model={discriminator.d_model} and "
@@ -68,8 +67,8 @@ def generator_config(discriminator: BertConfig, divisor: int = 4) -> BertConfig:
 
 class ElectraDiscriminator(nn.Module):
     """BertModel, then per token Linear(C, C), the activation and Linear(C, 1): a logit
-    that the token was replaced. The head is HF's
-    ``ElectraDiscriminatorPredictions``."""
+    that the token was replaced. The head is HF's ``ElectraDiscriminatorPredictions``.
+    """
 
     def __init__(self, config: BertConfig):
         super().__init__()

@@ -5,10 +5,9 @@ output, and a feed-forward network.
 Over 350 lines: the encoder, the decoder with its cross-attention, and the loss are one
 model, kept together as bert.py and gpt.py keep theirs.
 
-    memory = encoder(embed(source) * sqrt(C) + PE)          # (B, S, C), every source
-    token sees every other h = decoder(embed(target inputs) * sqrt(C) + PE, memory)  #
-    (B, T, C), causal, plus cross-attention logits = h W_out
-    # (B, T, V_target)
+    memory = encoder(embed(source) * sqrt(C) + PE)            # (B, S, C), sees all
+    h = decoder(embed(target_inputs) * sqrt(C) + PE, memory)  # (B, T, C), causal
+    logits = h W_out                                          # (B, T, V_target)
 
 Training uses teacher forcing: the decoder reads the target shifted right by one
 (``shift_right``) and predicts it whole in one pass. Token ids 0, 1, 2 are <pad>, <s>
@@ -50,26 +49,28 @@ class TransformerConfig:
     """Sizes of an encoder-decoder; the defaults are the paper's base model (65 M
     parameters with its shared 37,000-token vocabulary)."""
 
-    # the paper's English-German byte-pair vocabulary, shared by both sides
+    # source vocabulary, special ids 0-2 included: the paper's English-German BPE
     source_vocab_size: int = 37000
+    # target vocabulary: the same 37,000 tokens, since the paper shares one vocabulary
     target_vocab_size: int = 37000
-    d_model: int = 512  # C
-    n_heads: int = 8  # H, each C / H = 64 wide
-    n_encoder_layers: int = 6
-    n_decoder_layers: int = 6
-    d_ff: int = 2048  # feed-forward hidden width, 4 x C
+    d_model: int = 512  # C, width of every hidden state in both stacks
+    n_heads: int = 8  # H attention heads per sublayer, each C / H = 64 wide
+    n_encoder_layers: int = 6  # encoder blocks: the paper's N = 6
+    n_decoder_layers: int = 6  # decoder blocks: N = 6 as well
+    d_ff: int = 2048  # feed-forward hidden width, 4 x C as in the paper
     # longest source or target: the sinusoid table is built this long
     max_len: int = 512
-    dropout: float = 0.1  # on embeddings and every sublayer's output
-    # the paper's post-LN: LN(x + f(x)); True: pre-LN with a final LayerNorm per stack
+    # on embeddings and every sublayer's output: the paper's P_drop
+    dropout: float = 0.1
+    # post-LN LN(x + f(x)), as in the paper; True: pre-LN, a final LayerNorm per stack
     norm_first: bool = False
-    # one table for source and target (the paper's shared vocabulary); separate
+    # one table for source and target (the paper's shared vocabulary); separate tables,
+    # the default, suit two languages with their own vocabularies
     share_embeddings: bool = False
-    # tables suit two languages with their own vocabularies
     # the output layer reuses the target embedding, as in the paper
     tie_output: bool = True
-    activation: str = "relu"
-    layer_norm_eps: float = 1e-5
+    activation: str = "relu"  # of the feed-forward network: the paper's ReLU
+    layer_norm_eps: float = 1e-5  # torch's default, as in torch.nn.Transformer
 
     def __post_init__(self):
         for name in (
@@ -103,16 +104,16 @@ class TransformerConfig:
 
     @classmethod
     def base(cls, **changes) -> "TransformerConfig":
-        """The paper's base model: 6 + 6 layers, 512 wide, 8 heads, shared
-        embeddings."""
+        """The paper's base model: 6 + 6 layers, 512 wide, 8 heads, one embedding
+        table shared by source and target."""
         return cls(**{"share_embeddings": True, **changes})
 
     @classmethod
     def tiny(
         cls, source_vocab_size: int, target_vocab_size: int, **changes
     ) -> "TransformerConfig":
-        """2 + 2 layers, 64 wide, 4 heads, no dropout: trainable on one CPU core in a
-        minute."""
+        """2 + 2 layers, 64 wide, 4 heads, no dropout: it trains in a minute on one
+        CPU core."""
         sizes = {
             "d_model": 64,
             "n_heads": 4,
@@ -170,9 +171,9 @@ class DecoderBlock(nn.Module):
         cache_layer: int = 0,
         keep_weights: bool = False,
     ) -> torch.Tensor:
-        """x: (B, T, C) target states; memory: (B, S, C) encoder output; masks: bool,
-        True = may attend, self_mask broadcastable to (B, H, T, T_k), memory_mask to (B,
-        H, T, S). Returns (B, T, C)."""
+        """x: (B, T, C) target states; memory: (B, S, C) encoder output. Masks are bool,
+        True = may attend: self_mask broadcastable to (B, H, T, T_k), memory_mask to
+        (B, H, T, S). Returns (B, T, C)."""
 
         def self_attend(h):
             return self.dropout(
@@ -231,8 +232,8 @@ class EncoderDecoder(nn.Module):
         self.decoder_layers = nn.ModuleList(
             DecoderBlock(*sizes, **options) for _ in range(config.n_decoder_layers)
         )
-        # Pre-LN leaves each stack's output unnormalised, so each gets a final LayerNorm
-        # (as torch.nn.Transformer).
+        # Pre-LN leaves each stack's output unnormalised, so each stack ends in a
+        # LayerNorm of its own, as torch.nn.Transformer's do.
         final_norm = (
             (lambda: nn.LayerNorm(C, eps=config.layer_norm_eps))
             if config.norm_first
@@ -346,9 +347,13 @@ def shift_right(targets: torch.Tensor) -> torch.Tensor:
 def sequence_loss(
     logits: torch.Tensor, targets: torch.Tensor, label_smoothing: float = 0.0
 ) -> torch.Tensor:
-    """Mean cross-entropy over the real target tokens (PAD ignored), (B, T, V) and (B,
-    T) -> scalar. With ``label_smoothing`` eps, each target puts 1 - eps on the right
-    token and spreads eps uniformly (the paper: 0.1).
+    """Mean cross-entropy over the real target tokens (PAD ignored): (B, T, V) logits
+    and (B, T) targets -> scalar. With ``label_smoothing`` eps, each target puts 1 - eps
+    on the right token and spreads eps uniformly (the paper: 0.1).
+
+    >>> logits = torch.tensor([[[0.0, 0.0, 0.0], [5.0, 0.0, 0.0]]])  # (1, 2, 3)
+    >>> round(sequence_loss(logits, torch.tensor([[1, PAD]])).item(), 4)  # log 3
+    1.0986
     """
     if logits.dim() != 3 or logits.shape[:2] != targets.shape:
         raise ValueError(

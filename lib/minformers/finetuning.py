@@ -2,16 +2,13 @@
 (a fine-tuned BERT or a linear probe on frozen features) with the course's training
 loop, and read off accuracy on held-out sentences.
 
-Over 350 lines: encoding, features, probes and fine-tuning are one pipeline, shared by
-the encoder and GPT fine-tuning pages.
+Encoding, features, probes and fine-tuning stay in one file because they are one
+pipeline, shared by the encoder and GPT fine-tuning pages.
 
     >>> from minformers.wordpiece import WordPieceTokenizer
-    >>> tokenizer = WordPieceTokenizer(
-    ...     ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c"]
-    ... )
-    >>> ids, attention_mask = encode_sentences(
-    ...     tokenizer, ["a b c a b c", "b"], max_len=5
-    ... )
+    >>> specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    >>> tokenizer = WordPieceTokenizer([*specials, "a", "b", "c"])
+    >>> ids, mask = encode_sentences(tokenizer, ["a b c a b c", "b"], max_len=5)
     >>> ids  # [CLS] a b c [SEP]: the pieces are cut, the closing [SEP] is kept
     tensor([[2, 5, 6, 7, 3],
             [2, 6, 3, 0, 0]])
@@ -29,7 +26,8 @@ from torch import nn
 from minformers.objectives import pad
 from minformers.similarity import mean_pool
 from minformers.support.arguments import require_size
-from minformers.train import History, TrainConfig, make_optimizer, train
+from minformers.support.history import History
+from minformers.train import TrainConfig, make_optimizer, train
 
 
 def encode_sentences(
@@ -280,9 +278,8 @@ def linear_probe_accuracy(
     job by SGD.
 
     >>> features = torch.tensor([[0.0], [1.0], [2.0], [3.0]])
-    >>> linear_probe_accuracy(
-    ...     features, torch.tensor([0, 0, 1, 1]), features, torch.tensor([0, 0, 1, 1])
-    ... )
+    >>> labels = torch.tensor([0, 0, 1, 1])
+    >>> linear_probe_accuracy(features, labels, features, labels)
     1.0
     """
     n_classes = int(max(train_labels.max(), dev_labels.max())) + 1
@@ -304,9 +301,8 @@ def linear_probe_predictions(
     ``n_classes`` defaults to the training labels' largest + 1.
 
     >>> features = torch.tensor([[0.0], [1.0], [2.0], [3.0]])
-    >>> linear_probe_predictions(
-    ...     features, torch.tensor([0, 0, 1, 1]), torch.tensor([[0.5], [2.5]])
-    ... )
+    >>> labels = torch.tensor([0, 0, 1, 1])
+    >>> linear_probe_predictions(features, labels, torch.tensor([[0.5], [2.5]]))
     tensor([0, 1])
     """
     if train_features.dim() != 2 or dev_features.shape[1:] != train_features.shape[1:]:

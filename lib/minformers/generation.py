@@ -9,19 +9,10 @@ and whose ``config`` has ``max_len`` and ``n_layers``: ``minformers.gpt.GPT`` an
     >>> from minformers.gpt import GPT, GPTConfig
     >>> _ = torch.manual_seed(0)
     >>> model = GPT(GPTConfig.tiny(vocab_size=20)).eval()
-    >>> # greedy
-    >>> out = generate(
-    ...     model, torch.tensor([[1, 2, 3]]), max_new_tokens=5, temperature=0
-    ... )
-    >>> (
-    ...     out.shape,
-    ...     torch.equal(
-    ...         out,
-    ...         generate(
-    ...             model, torch.tensor([[1, 2, 3]]), 5, temperature=0, use_cache=False
-    ...         ),
-    ...     ),
-    ... )
+    >>> prompt = torch.tensor([[1, 2, 3]])
+    >>> out = generate(model, prompt, max_new_tokens=5, temperature=0)  # greedy
+    >>> uncached = generate(model, prompt, 5, temperature=0, use_cache=False)
+    >>> out.shape, torch.equal(out, uncached)
     (torch.Size([1, 8]), True)
 """
 
@@ -35,12 +26,11 @@ def filter_logits(
     logits: torch.Tensor, top_k: int | None = None, top_p: float | None = None
 ) -> torch.Tensor:
     """Set to -inf every logit outside the top ``top_k``, and outside the smallest set
-    of most likely tokens whose probabilities add up to at least ``top_p``. (B, V) ->
-    (B, V); the most likely token always survives.
+    of most likely tokens whose probabilities add up to at least ``top_p``.
+    (B, V) -> (B, V); the most likely token always survives.
 
-    >>> filter_logits(
-    ...     torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]])), top_p=0.7
-    ... ).exp()
+    >>> probabilities = torch.tensor([[0.5, 0.3, 0.15, 0.05]])
+    >>> filter_logits(probabilities.log(), top_p=0.7).exp()
     tensor([[0.5000, 0.3000, 0.0000, 0.0000]])
     """
     if top_k is not None:
@@ -54,8 +44,8 @@ def filter_logits(
         sorted_logits, order = logits.sort(dim=-1, descending=True)
         # (B, V), in decreasing probability
         cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
-        # Drop a token when the tokens before it already reach top_p; the first token is
-        # never dropped.
+        # Drop a token when the tokens before it already reach top_p; the first token
+        # is never dropped.
         drop_sorted = (cumulative - sorted_logits.softmax(dim=-1)) >= top_p
         # back to vocabulary order
         drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
@@ -70,8 +60,8 @@ def next_token(
     top_p: float | None = None,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """Choose one token per row from (B, V) logits -> (B,). ``temperature=0`` is greedy
-    (the argmax)."""
+    """Choose one token per row from (B, V) logits -> (B,). ``temperature=0`` is
+    greedy (the argmax)."""
     if not temperature >= 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
     # A NaN or an all -inf row passes unnoticed at temperature 0 (argmax returns an
@@ -109,8 +99,8 @@ def generate(
     use_cache: bool = True,
     crop_prompt: bool = False,
 ) -> torch.Tensor:
-    """Extend ``prompt`` (B, T) by ``max_new_tokens`` tokens; returns (B, T +
-    max_new_tokens).
+    """Extend ``prompt`` (B, T) by ``max_new_tokens`` tokens; returns
+    (B, T + max_new_tokens).
 
     With ``use_cache`` the prompt is read once and each new token costs one position;
     the whole text must then fit the model's context. Without it, every step re-reads

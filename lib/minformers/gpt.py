@@ -1,13 +1,12 @@
 """GPT (Radford et al., 2018, 2019): a stack of causal transformer blocks over token +
 learned position embeddings, with the output layer tied to the token embedding.
 
-    h_0 = U W_e + W_p,   h_l = block(h_{l-1}) with a causal mask,   P(u) = softmax(h_n
-    W_e^T)
+    h_0 = U W_e + W_p,    h_l = block(h_{l-1}), causal,    P(u) = softmax(h_n W_e^T)
 
 GPT-1 is post-LN (LayerNorm after each residual add, like BERT) with no final norm;
 GPT-2 moved the LayerNorm to the start of each sublayer (pre-LN) and added one after the
-last block. ``norm_first`` picks between the two. Shape legend: B batch, T time, C
-channels = d_model, V vocab size.
+last block. ``norm_first`` picks between the two. Shape legend: B batch, T time,
+C channels = d_model, V vocab size.
 
     >>> model = GPT(GPTConfig.tiny(vocab_size=100))
     >>> # (B, T) -> (B, T, V): a next-token distribution per position
@@ -74,13 +73,8 @@ class GPTConfig:
     def gpt1(cls, **changes) -> "GPTConfig":
         """GPT-1 (Radford et al., 2018): 12 layers, 768 wide, 12 heads, context 512,
         post-LN, a 40,478-token BPE."""
-        sizes = {
-            "vocab_size": 40478,
-            "max_len": 512,
-            "norm_first": False,
-            "activation": "gelu",
-        }
-        return cls(**{**sizes, **changes})
+        gpt1 = dict(vocab_size=40478, max_len=512, norm_first=False, activation="gelu")
+        return cls(**{**gpt1, **changes})
 
     @classmethod
     def gpt2(cls, size: str = "small", **changes) -> "GPTConfig":
@@ -94,30 +88,17 @@ class GPTConfig:
         }
         if size not in sizes:
             raise ValueError(f"size must be one of {list(sizes)}, got {size!r}")
-        d_model, n_layers, n_heads = sizes[size]
-        return cls(
-            **{
-                "d_model": d_model,
-                "n_layers": n_layers,
-                "n_heads": n_heads,
-                "d_ff": 4 * d_model,
-                **changes,
-            }
-        )
+        C, L, H = sizes[size]
+        return cls(**{**dict(d_model=C, n_layers=L, n_heads=H, d_ff=4 * C), **changes})
 
     @classmethod
     def tiny(cls, vocab_size: int, **changes) -> "GPTConfig":
         """4 layers, 128 wide, 4 heads, context 64: nanoGPT's CPU recipe, trainable on
         one core in a minute."""
-        sizes = {
-            "d_model": 128,
-            "n_layers": 4,
-            "n_heads": 4,
-            "d_ff": 512,
-            "max_len": 64,
-            "dropout": 0.0,
-        }
-        return cls(**{"vocab_size": vocab_size, **sizes, **changes})
+        tiny = dict(
+            d_model=128, n_layers=4, n_heads=4, d_ff=512, max_len=64, dropout=0.0
+        )
+        return cls(**{"vocab_size": vocab_size, **tiny, **changes})
 
 
 def count_parameters(config: GPTConfig) -> int:
@@ -148,39 +129,29 @@ class GPT(nn.Module):
         self.position_embedding = LearnedPositions(config.max_len, config.d_model)
         self.dropout = nn.Dropout(config.dropout)
         sizes = (config.d_model, config.n_heads, config.d_ff, config.dropout)
-        options = {
-            "norm_first": config.norm_first,
-            "activation": config.activation,
-            "layer_norm_eps": config.layer_norm_eps,
-        }
+        options = dict(norm_first=config.norm_first, activation=config.activation)
         self.layers = nn.ModuleList(
-            TransformerBlock(*sizes, **options) for _ in range(config.n_layers)
+            TransformerBlock(*sizes, **options, layer_norm_eps=config.layer_norm_eps)
+            for _ in range(config.n_layers)
         )
         # Pre-LN leaves the residual stream unnormalised after the last block, so GPT-2
         # adds one more LayerNorm.
-        self.final_norm = (
-            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-            if config.norm_first
-            else None
-        )
+        final_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.final_norm = final_norm if config.norm_first else None
         self.apply(init_gpt_weights)
         # GPT-2 scales the init of each residual branch's last projection by 1/sqrt(2
         # n_layers): every block adds two branches to the residual stream, and this
         # keeps its variance from growing with depth.
+        std = 0.02 / (2 * config.n_layers) ** 0.5
         for layer in self.layers:
             for projection in (layer.attention.out_proj, layer.feed_forward.down_proj):
-                nn.init.normal_(
-                    projection.weight, mean=0.0, std=0.02 / (2 * config.n_layers) ** 0.5
-                )
+                nn.init.normal_(projection.weight, mean=0.0, std=std)
 
-    def hidden_states(
-        self, input_ids: torch.Tensor, cache: KVCache | None = None
-    ) -> torch.Tensor:
+    def hidden_states(self, input_ids: torch.Tensor, cache: KVCache | None = None):
         """(B, T) ids -> (B, T, C), the last block's output (after the final norm, if
         any)."""
         require_ids("input_ids", input_ids, self.config.vocab_size, "vocab_size")
-        # tokens already processed: the new ones come after them
-        offset = 0 if cache is None else cache.length
+        offset = 0 if cache is None else cache.length  # tokens already processed
         T = input_ids.shape[1]
         require_context("input_ids", T, self.config.max_len, offset)
         # (B, T, C) + (T, C)
@@ -191,9 +162,7 @@ class GPT(nn.Module):
             x = layer(x, causal=True, cache=cache, cache_layer=index)
         return x if self.final_norm is None else self.final_norm(x)
 
-    def forward(
-        self, input_ids: torch.Tensor, cache: KVCache | None = None
-    ) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, cache: KVCache | None = None):
         """(B, T) ids -> (B, T, V) logits; with a cache, only the new tokens are given
         and scored."""
         x = self.hidden_states(input_ids, cache)
@@ -210,15 +179,10 @@ def language_model_loss(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.
     >>> round(language_model_loss(logits, torch.tensor([[1, 2, 3]])).item(), 4)  # ln 5
     1.6094
     """
-    if logits.dim() != 3 or logits.shape[:2] != input_ids.shape:
+    # A single token has no next token: the mean over no targets would be NaN.
+    if logits.shape[:2] != input_ids.shape or input_ids.shape[1] < 2:
         raise ValueError(
-            f"logits must be (B, T, V) for input_ids (B, T), got {tuple(logits.shape)} "
-            f"and {tuple(input_ids.shape)}"
-        )
-    # one token has no next token to predict: the mean over no targets would be NaN
-    if input_ids.shape[1] < 2:
-        raise ValueError(
-            "language_model_loss needs at least 2 tokens per row, got input_ids of "
-            f"shape {tuple(input_ids.shape)}"
+            "language_model_loss needs logits (B, T, V) and input_ids (B, T), T >= 2, "
+            f"got {tuple(logits.shape)} and {tuple(input_ids.shape)}"
         )
     return F.cross_entropy(logits[:, :-1].flatten(0, 1), input_ids[:, 1:].flatten())

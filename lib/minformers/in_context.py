@@ -1,22 +1,26 @@
-"""In-context learning on a synthetic task: every sequence carries its own random key ->
-value map, shown as examples, then queried. The map is new each time, so the weights
-cannot memorise it: the answer is only in the prompt, and a model that beats chance must
-read it there.
+"""In-context learning on a synthetic task: every sequence carries its own random
+key -> value map, shown as examples, then queried. The map is new each time, so the
+weights cannot memorise it: the answer is only in the prompt, and a model that beats
+chance must read it there.
 
 A prompt is ``n`` example tokens, each one (key, value) pair, then ``n_queries`` query
 tokens; after each query the model predicts the key's value. Keys are shown at most
-once, so a query about a key that was not shown can only be guessed. Shape legend: B
-batch, n examples, Q queries.
+once, so a query about a key that was not shown can only be guessed.
+
+Shape legend: B batch, n examples, Q queries.
 
     >>> task = KeyValueTask(n_keys=4, n_values=3, n_queries=2)
     >>> batch = task.batch(seed=0, n_examples=2, batch_size=1)
-    >>> batch.input_ids.shape, batch.answers.shape  # 2 examples + 2 queries; an answer per query
+    >>> # 2 examples and 2 queries, one answer per query
+    >>> batch.input_ids.shape, batch.answers.shape
     (torch.Size([1, 4]), torch.Size([1, 2]))
     >>> # half the keys shown: right on those, 1 in 3 on the rest
     >>> task.ideal_accuracy(n_examples=2)
     0.6666666666666666
     >>> batch = task.batch(seed=4, n_examples=2, batch_size=1)
-    >>> batch.input_ids  # examples: key 0 = 1 (token 1), key 1 = 0 (token 3); queries: key 2? (14), key 1? (13)
+    >>> # examples: key 0 = 1 (token 1), key 1 = 0 (token 3)
+    >>> # queries: key 2? (token 14), key 1? (token 13)
+    >>> batch.input_ids
     tensor([[ 1,  3, 14, 13]])
     >>> # the example holding each query's key: none for key 2, the second for key 1
     >>> task.matching_example(batch)
@@ -120,15 +124,15 @@ class KeyValueTask:
         return torch.where(same_key.any(dim=-1), same_key.int().argmax(dim=-1), -1)
 
     def ideal_accuracy(self, n_examples: int) -> float:
-        """A perfect reader of the prompt: right on every shown key, chance on the
-        others."""
+        """A perfect reader of the prompt: right on every shown key, chance
+        on the others."""
         shown = n_examples / self.n_keys
         return shown + (1 - shown) / self.n_values
 
 
 def query_logits(model: nn.Module, batch: KeyValueBatch) -> torch.Tensor:
-    """The model's next-token logits at the query positions: (B, n + Q, V) -> (B, Q,
-    V)."""
+    """The model's next-token logits at the query positions:
+    (B, n + Q, V) -> (B, Q, V)."""
     return model(batch.input_ids)[:, -batch.answers.shape[1] :]
 
 
@@ -141,8 +145,8 @@ def query_loss(model: nn.Module, batch: KeyValueBatch) -> torch.Tensor:
 
 @torch.no_grad()
 def query_correct(model: nn.Module, batch: KeyValueBatch) -> torch.Tensor:
-    """(B, Q) bool: did the model's most likely next token answer each query? Split it
-    with ``batch.shown``."""
+    """(B, Q) bool: did the model's most likely next token answer each query? Split
+    it with ``batch.shown``."""
     return query_logits(model, batch).argmax(dim=-1) == batch.answers
 
 
@@ -150,8 +154,8 @@ def weight_on_match(
     task: KeyValueTask, weights: torch.Tensor, batch: KeyValueBatch
 ) -> torch.Tensor:
     """(L, H): the attention weight each head puts, from a query about a shown key, on
-    the example showing that key, averaged over such queries. ``weights`` is (L, B, H,
-    T, T), as ``attention.recorded_attention`` records them;
+    the example showing that key, averaged over such queries. ``weights`` is
+    (L, B, H, T, T), as ``attention.recorded_attention`` records them;
     ``attention_patterns.uniform_causal_weights`` gives the even-spread yardstick."""
     if (
         weights.dim() != 5

@@ -25,8 +25,8 @@ from minformers.support.arguments import require_size
 
 
 class KVCache:
-    """Per layer, the keys and values so far: two tensors (B, H_kv, T, D), grown along T
-    by concatenation."""
+    """Per layer, the keys and values so far: two tensors (B, H_kv, T, D), grown along
+    T by concatenation."""
 
     def __init__(self, n_layers: int):
         self.n_layers = require_size("n_layers", n_layers)

@@ -6,8 +6,8 @@ SwiGLU feed-forward, and grouped-query attention (GQA); no Linear has a bias.
 Over 350 lines: RMSNorm, RoPE, SwiGLU and grouped-query attention, each small, kept in
 the model they make up.
 
-Shape legend: B batch, T time (the new tokens), S = offset + T (keys: cached and new), C
-channels = d_model, H query heads, H_kv key/value heads, G = H / H_kv query heads per
+Shape legend: B batch, T time (the new tokens), S = offset + T (keys: cached and new),
+C channels = d_model, H query heads, H_kv key/value heads, G = H / H_kv query heads per
 key/value head, D head dim = C / H, F = d_ff, V vocab size. Masks follow
 ``minformers.masks`` (bool, True = may attend).
 
@@ -39,8 +39,8 @@ from minformers.support.arguments import (
 
 @dataclass(frozen=True)
 class LlamaConfig:
-    """Sizes of a Llama model; the defaults are Llama-7B's (the first Llama), as in
-    ``transformers.LlamaConfig``.
+    """Sizes of a Llama model. The defaults are Llama-7B's (the first Llama), as are
+    those of ``transformers.LlamaConfig``.
 
     >>> LlamaConfig(n_heads=32, n_kv_heads=6)
     Traceback (most recent call last):
@@ -51,19 +51,17 @@ class LlamaConfig:
     d_model: int = 4096  # C, width of every hidden state; 4096 = 32 heads x 128
     n_layers: int = 32  # number of decoder blocks
     n_heads: int = 32  # H query heads per block, each of width D = d_model / n_heads
-    # H_kv key/value heads, each shared by n_heads / n_kv_heads query heads (= n_heads:
-    # no GQA)
+    # H_kv key/value heads, each shared by H / H_kv query heads; Llama-7B has no GQA
     n_kv_heads: int = 32
-    # F, hidden width of SwiGLU: about 8/3 x d_model, so its three matrices cost what
-    # GELU's two do
+    # F, hidden width of SwiGLU: about 8/3 x d_model, so that its three matrices cost
+    # what a GELU network's two of width 4 x d_model do
     d_ff: int = 11008
-    # longest context: RoPE has no table, but the model never saw positions past
-    # training length
+    # longest context, Llama's training length: RoPE has no table, but the model never
+    # saw positions past it
     max_len: int = 2048
     # RoPE base: the slowest of the D/2 rotations turns about once per 2 pi theta tokens
     rope_theta: float = 10000.0
-    # added to the mean square inside RMSNorm, so an all-zero vector does not divide by
-    # 0
+    # added to the mean square inside RMSNorm, so that an all-zero vector stays finite
     rms_norm_eps: float = 1e-6
     # LM head reuses the token embedding matrix (small models: it saves V x C weights)
     tie_embeddings: bool = False
@@ -94,11 +92,6 @@ class LlamaConfig:
             raise ValueError(f"rope_theta must be > 1, got {self.rope_theta}")
         if not self.rms_norm_eps > 0:
             raise ValueError(f"rms_norm_eps must be > 0, got {self.rms_norm_eps}")
-        if not isinstance(self.tie_embeddings, bool):
-            raise TypeError(
-                "tie_embeddings must be a bool, got "
-                f"{type(self.tie_embeddings).__name__}"
-            )
 
     @property
     def head_dim(self) -> int:
@@ -162,7 +155,7 @@ class RMSNorm(nn.Module):
     def __init__(self, d_model: int, eps: float = 1e-6):
         super().__init__()
         self.eps = eps
-        self.weight = nn.Parameter(torch.ones(require_size("d_model", d_model)))
+        self.weight = nn.Parameter(torch.ones(d_model))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # The mean square in float32 even for half-precision x: squares of large
@@ -209,25 +202,21 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 def apply_rope(
     q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, theta: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Turn each pair of channels (i, i + D/2) of q and k by the angle p * theta^(-2i /
-    D), p the absolute position.
+    """Turn each pair of channels (i, i + D/2) of q and k by the angle
+    p * theta^(-2i / D), p the absolute position.
 
-    q: (B, H, T, D), k: (B, H_kv, T, D), positions: (T,) ints. After the turn, q_p .
-    k_p' depends on p - p' only, so attention sees relative positions although each
-    token was given its absolute one. The pairs are (i, i + D/2), HF's "rotate half"
-    layout (Meta's code pairs neighbours 2i, 2i + 1; HF's converter permuted the weights
-    to match).
+    q: (B, H, T, D), k: (B, H_kv, T, D), positions: (T,) ints. After the turn, the score
+    q_p . k_p' depends on p - p' only, so attention sees relative positions although
+    each token was given its absolute one. The pairs are (i, i + D/2), HF's "rotate
+    half" layout (Meta's code pairs neighbours 2i, 2i + 1; HF's converter permuted the
+    weights to match).
 
     >>> # one head, D = 2: the single pair turns by p radians
     >>> q = k = torch.tensor([[[[1.0, 0.0]]]])
     >>> apply_rope(q, k, torch.tensor([1]), theta=10000.0)[0]
     tensor([[[[0.5403, 0.8415]]]])
     """
-    if q.shape[-2] != positions.shape[-1] or k.shape[-2] != positions.shape[-1]:
-        raise ValueError(
-            f"positions {tuple(positions.shape)} must have one entry per token of q "
-            "and k (dim -2)"
-        )
+    assert q.shape[-2] == k.shape[-2] == positions.shape[-1]  # T tokens, T positions
     # (T, D) each, broadcast over B and heads
     cos, sin = rope_cos_sin(positions, q.shape[-1], theta)
     cos, sin = cos.to(q.dtype), sin.to(q.dtype)
@@ -251,9 +240,9 @@ class SwiGLU(nn.Module):
 
 class GroupedQueryAttention(nn.Module):
     """Causal self-attention with H query heads and H_kv <= H key/value heads, each
-    key/value head read by a group of G = H / H_kv consecutive query heads (Ainslie et
-    al., 2023). H_kv = H is plain multi-head attention; the KV cache shrinks by G, which
-    is the point: decoding one token reads the whole cache."""
+    key/value head read by a group of G = H / H_kv consecutive query heads
+    (Ainslie et al., 2023). H_kv = H is plain multi-head attention. The KV cache shrinks
+    by G, which is the point: decoding one token reads the whole cache."""
 
     def __init__(self, config: LlamaConfig):
         super().__init__()
@@ -328,8 +317,8 @@ def init_llama_weights(module: nn.Module) -> None:
 
 
 class LlamaForCausalLM(nn.Module):
-    """Token embedding, n_layers pre-norm blocks, a final RMSNorm, and the LM head: (B,
-    T) ids -> (B, T, V) logits.
+    """Token embedding, n_layers pre-norm blocks, a final RMSNorm, and the LM head:
+    (B, T) ids -> (B, T, V) logits.
 
     With a ``KVCache``, a call processes only the new tokens and attends to the cached
     ones as well:

@@ -5,14 +5,15 @@ a kernel feature map), and the memory a KV cache needs as the context grows.
 Full attention writes out a (T, T) score matrix per head, so its memory grows as T^2,
 even when a sliding-window mask then throws almost all of it away. Here the queries are
 cut into blocks of W = window positions. A query in block b can only see keys in blocks
-b - 1 and b (and b + 1 when the window looks both ways), so each block's scores are (W,
-2W) or (W, 3W): about 3 T w numbers in all instead of T^2. The result equals full
+b - 1 and b (and b + 1 when the window looks both ways), so each block's scores are
+(W, 2W) or (W, 3W): about 3 T w numbers in all instead of T^2. The result equals full
 attention with ``masks.sliding_window_mask`` exactly (same keys, same softmax); only the
 work on keys it would mask away is skipped.
 
-Shape legend: B batch, H heads, T time, D head dim (D_v for values), N blocks, W block
-length (= window, at most T), K keys around one block (2W causal, 3W two-sided), G
-global tokens. Masks are bool, True = may attend, as everywhere in minformers.
+Shape legend: B batch, H heads, T time, D head dim (D_v for values), N blocks,
+W block length (= window, at most T), K keys around one block (2W causal,
+3W two-sided), G global tokens.
+Masks are bool, True = may attend, as everywhere in minformers.
 """
 
 import math
@@ -79,8 +80,8 @@ def _band_scores(q, k, window: int, causal: bool, key_mask=None):
     """Scores of each query block against the keys around it, -inf wherever the window
     (or key_mask) forbids.
 
-    q, k: (..., T, D). Returns scores (..., N, W, K) and the block geometry (block,
-    n_blocks, before, after).
+    q, k: (..., T, D). Returns scores (..., N, W, K) and the block geometry
+    (block, n_blocks, before, after).
     """
     length = q.shape[-2]
     # a block as wide as the window: the keys a query needs lie in adjacent blocks
@@ -92,8 +93,8 @@ def _band_scores(q, k, window: int, causal: bool, key_mask=None):
     # (..., N * W, D) -> (..., N, W, D)
     q_blocks = q_blocks.unflatten(-2, (n_blocks, block))
     k_near = _neighbourhoods(k, block, n_blocks, before, after)  # (..., N, K, D)
-    # (..., N, W, D) @ (..., N, D, K) -> (..., N, W, K): each block against its own
-    # neighbourhood only
+    # (..., N, W, D) @ (..., N, D, K) -> (..., N, W, K): each block against its
+    # own neighbourhood only
     scores = q_blocks @ k_near.transpose(-2, -1) / math.sqrt(q.shape[-1])
 
     # (N, W, 1) absolute positions
@@ -104,8 +105,8 @@ def _band_scores(q, k, window: int, causal: bool, key_mask=None):
     key = (first_key[:, None] + torch.arange(k_near.shape[-2], device=q.device))[
         :, None, :
     ]
-    # the same rule as masks.sliding_window_mask: p - window < j <= p, or |p - j| <=
-    # window
+    # the same rule as masks.sliding_window_mask:
+    # p - window < j <= p, or |p - j| <= window
     if causal:
         allowed = (key <= query) & (key > query - window)
     else:
@@ -132,17 +133,17 @@ def _softmax_or_zero(scores: torch.Tensor) -> torch.Tensor:
 def sliding_window_attention(
     q, k, v, window: int, causal: bool = True, key_mask=None
 ) -> torch.Tensor:
-    """Self-attention where each query sees only a window of keys, in O(T * window) time
-    and memory.
+    """Self-attention where each query sees only a window of keys, in O(T * window)
+    time and memory.
 
     q, k: (..., T, D), v: (..., T, D_v) -> (..., T, D_v). It equals full attention with
     the mask ``masks.sliding_window_mask(T, window, causal=causal)`` (and ``key_mask``):
-    causal=True, the ``window`` keys p - window < j <= p; causal=False, the keys |p - j|
-    <= window. ``key_mask``: bool, True = may attend this key, broadcastable to (..., 1,
-    T), such as ``masks.padding_mask(lengths)``. A query with no allowed key gets zeros.
+    causal=True, the ``window`` keys p - window < j <= p; causal=False, the keys
+    |p - j| <= window. ``key_mask``: bool, True = may attend this key, broadcastable to
+    (..., 1, T), such as ``masks.padding_mask(lengths)``. A query with no allowed key
+    gets zeros.
 
-    Example: equal scores (q = k = 0), so each output is the mean of the values in its
-    window of 2.
+    Example: equal scores (q = k = 0), so each output is the mean of its window.
     >>> q = k = torch.zeros(5, 1)
     >>> v = torch.arange(5.0)[:, None]  # (T, D_v) = (5, 1): the values 0, 1, 2, 3, 4
     >>> sliding_window_attention(q, k, v, window=2).flatten()
@@ -177,8 +178,8 @@ def sliding_window_attention(
 
 def local_global_attention(q, k, v, window: int, global_positions) -> torch.Tensor:
     """Longformer's attention: a two-sided window of ``window`` keys each side, plus G
-    global tokens that attend to every position and that every position attends to. O(T
-    * (window + G)) time and memory.
+    global tokens that attend to every position and that every position attends to.
+    O(T * (window + G)) time and memory.
 
     q, k: (..., T, D), v: (..., T, D_v) -> (..., T, D_v). Equals full attention with
     ``masks.local_global_mask(T, window, global_positions)``. Each ordinary query takes
@@ -186,8 +187,7 @@ def local_global_attention(q, k, v, window: int, global_positions) -> torch.Tens
     the window is counted once, as a global key); each global query attends to all T
     keys.
 
-    Example: token 0 is global, so token 4, outside its window of 1, still reads value
-    0.
+    Example: token 0 is global, so token 4, outside its window of 1, still reads it.
     >>> q = k = torch.zeros(5, 1)
     >>> v = torch.arange(5.0)[:, None]
     >>> # means of {0..4}, {0,1,2}, ...
@@ -248,8 +248,9 @@ def linear_attention(q, k, v, causal: bool = True) -> torch.Tensor:
     exponential similarity replaced by phi(q) . phi(k), phi(x) = elu(x) + 1 > 0, so the
     sum over keys can be taken once, before the queries come:
 
-        out_i = phi(q_i)^T S_i / (phi(q_i)^T z_i),   S_i = sum_j phi(k_j) v_j^T,   z_i =
-        sum_j phi(k_j),
+        out_i = phi(q_i)^T S_i / (phi(q_i)^T z_i),
+        S_i = sum_j phi(k_j) v_j^T,
+        z_i = sum_j phi(k_j),
 
     over j <= i when causal (a running sum: an RNN whose state is the D x D_v matrix S),
     else over all j. Time and memory grow as T D D_v, not T^2; but it is another model,
@@ -296,8 +297,8 @@ def kv_cache_bytes(
 
     2 x n_layers x batch x n_kv_heads x T x head_dim x bytes_per_value, with T = length,
     or min(length, window) for a rolling cache of a sliding-window model (a key older
-    than the window is never read again, so it can be dropped). ``bytes_per_value``: 4
-    for float32, 2 for float16/bfloat16.
+    than the window is never read again, so it can be dropped). ``bytes_per_value``:
+    4 for float32, 2 for float16/bfloat16.
 
     >>> # Llama-2-7B, fp16, 4096 tokens: 2 GiB
     >>> kv_cache_bytes(n_layers=32, n_kv_heads=32, head_dim=128, length=4096)

@@ -1,13 +1,13 @@
-"""Boolean attention masks. One convention everywhere: ``True`` = this query may attend
-this key.
+"""Boolean attention masks. One convention everywhere: ``True`` = this query may
+attend this key.
 
 It is the convention of ``torch.nn.functional.scaled_dot_product_attention``. Every mask
 here broadcasts to (B, H, T_q, T_k): batch, heads, query time, key time.
 
 When a KV cache holds earlier tokens, T_k > T_q and the queries are the *last* T_q
 positions: query i sits at absolute position ``T_k - T_q + i``. ``causal_mask`` and
-``sliding_window_mask`` both follow that rule, so the same call serves training (T_q ==
-T_k) and cached decoding.
+``sliding_window_mask`` both follow that rule, so the same call serves training
+(T_q == T_k) and cached decoding.
 """
 
 import torch
@@ -55,8 +55,7 @@ def _positions(t_q: int, t_k: int | None, device) -> tuple[torch.Tensor, torch.T
     require_size("t_q", t_q)
     t_k = t_q if t_k is None else require_size("t_k", t_k)
     if t_k < t_q:
-        # The queries are the newest positions, so there are always at least as many
-        # keys.
+        # The queries are the newest positions: there are always at least as many keys.
         raise ValueError(f"t_k must be >= t_q={t_q}, got {t_k}")
     # (T_q,): the last T_q positions
     query = torch.arange(t_k - t_q, t_k, device=device)
@@ -88,10 +87,10 @@ def sliding_window_mask(
     """Local attention. Returns (T_q, T_k) bool; p is the query's absolute position.
 
     causal=True:  keys j with p - window < j <= p, i.e. ``window`` keys counting the
-    query itself
-                  (Longformer/Mistral style; window >= T_k gives the plain causal mask).
-    causal=False: keys j with |p - j| <= window, i.e. ``window`` keys on each side plus
-    itself.
+                  query itself (Longformer/Mistral style; window >= T_k gives the plain
+                  causal mask).
+    causal=False: keys j with |p - j| <= window, i.e. ``window`` keys on each side
+                  plus itself.
 
     >>> sliding_window_mask(4, window=2).long()
     tensor([[1, 0, 0, 0],
@@ -147,9 +146,8 @@ def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
 
     Returns None if every entry is None (no masking at all).
 
-    >>> combine_masks(padding_mask(torch.tensor([2, 3])), None, causal_mask(3))[
-    ...     :, 0
-    ... ].long()
+    >>> mask = combine_masks(padding_mask(torch.tensor([2, 3])), None, causal_mask(3))
+    >>> mask[:, 0].long()
     tensor([[[1, 0, 0],
              [1, 1, 0],
              [1, 1, 0]],

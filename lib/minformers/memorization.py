@@ -6,11 +6,10 @@ planted in the training text a chosen number of times. After training we ask two
 questions of the model:
 
 - **exposure**: how highly does the model rank the true secret among other possible
-secrets? Each candidate secret
-  is scored by its log-likelihood after the prefix; with the true secret at rank r in a
-  candidate space R, exposure = log2 |R| - log2 r. A secret the model knows nothing
-  about lands at a random rank (exposure about 1-2 bits); a memorised one ranks first
-  (exposure log2 |R|, the most there is).
+  secrets? Each candidate secret is scored by its log-likelihood after the prefix; with
+  the true secret at rank r in a candidate space R, exposure = log2 |R| - log2 r. A
+  secret the model knows nothing about lands at a random rank (exposure about 1-2
+  bits); a memorised one ranks first (exposure log2 |R|, the most there is).
 - **extraction**: does greedy decoding from the prefix write the secret out?
 
 The space of 10-digit secrets has 10^10 members, too many to score, so the rank is
@@ -42,8 +41,8 @@ NAMES = ("Alice", "Bruno", "Chloe", "Dmitri", "Elena", "Farid", "Greta", "Hiro")
 
 @dataclass(frozen=True)
 class Canary:
-    """A fake secret in a fixed sentence, and how many times it is planted in the
-    training text."""
+    """A fake secret in a fixed sentence, and how many times it is planted in
+    the training text."""
 
     prefix: str  # what the model is prompted with: "Alice's phone number is "
     secret: str  # the digits it should not know: "4829104857"
@@ -148,10 +147,9 @@ def sightings(
     ``window_starts``) hold a whole copy of a ``length``-token line planted at
     ``positions``: the times the model saw the canary from start to end.
 
-    >>> # [7, 15), [8, 16)
-    >>> sightings(
-    ...     [10], length=5, window_starts=torch.tensor([0, 7, 8, 11]), block_size=8
-    ... )
+    >>> # the windows [7, 15) and [8, 16) hold all of [10, 15)
+    >>> starts = torch.tensor([0, 7, 8, 11])
+    >>> sightings([10], length=5, window_starts=starts, block_size=8)
     2
     """
     require_size("length", length)

@@ -1,24 +1,21 @@
-"""Pretraining objectives as data transformations: what the model sees, and what it must
-predict.
+"""Pretraining objectives as data transformations: what the model sees, and what
+it must predict.
 
-Over 350 lines: every pretraining objective's data transformation, one short function
-each, side by side to be compared.
+Every pretraining objective's data transformation is here, one short function each,
+side by side to be compared.
 
 - Masked language modelling (BERT): choose a fraction p of the ordinary tokens; of
-those, 80% become [MASK],
-  10% a random token and 10% stay as they are; predict the original token at the chosen
-  positions only.
+  those, 80% become [MASK], 10% a random token and 10% stay as they are; predict the
+  original token at the chosen positions only.
 - Next sentence prediction (BERT): `[CLS] A [SEP] B [SEP]`, where B follows A in the
-corpus half the time and
-  is a sentence from another document otherwise.
+  corpus half the time and is a sentence from another document otherwise.
 - Contiguous blocks (RoBERTa, without NSP): `[CLS] text [SEP]`, a document's token
-stream cut into full-length pieces.
+  stream cut into full-length pieces.
 - Replaced-token detection (ELECTRA): a generator fills the masked positions with
-sampled tokens; the discriminator
-  labels every position 1 if its token differs from the original, 0 otherwise.
+  sampled tokens; the discriminator labels every position 1 if its token differs from
+  the original, 0 otherwise.
 
-Labels use -100 for "not predicted here", the value torch's cross-entropy ignores by
-default.
+Labels use -100 for "not predicted here": torch's cross-entropy ignores it by default.
 
     >>> generator = torch.Generator().manual_seed(0)
     >>> # 2 = [CLS], 3 = [SEP]
@@ -153,8 +150,8 @@ class SentencePair:
 def _truncate_pair(
     first: list[int], second: list[int], budget: int
 ) -> tuple[list[int], list[int]]:
-    """Drop tokens from the end of the longer segment until both fit in `budget` tokens
-    together."""
+    """Drop tokens from the end of the longer segment until both fit in
+    `budget` tokens together."""
     first, second = list(first), list(second)
     while len(first) + len(second) > budget:
         longer = first if len(first) >= len(second) else second
@@ -234,9 +231,9 @@ def sentence_order_pairs(
             pair.input_ids[boundary - 1],
         )
         second = pair.input_ids[boundary:-1]
-        # truncation leaves len(A) <= len(B): equal them, or the
+        # truncation leaves len(A) <= len(B): equal them, or the lengths alone would
+        # give the order away
         if abs(len(first) - len(second)) == 1:
-            # lengths alone would give the order away
             first, second = first[: len(second)], second[: len(first)]
         swapped = rng.random() < 0.5
         if swapped:
@@ -372,9 +369,8 @@ def replaced_token_labels(
     original, 0 elsewhere. A sampled token that happens to equal the original counts as
     original (ELECTRA's rule): there is nothing to detect there.
 
-    >>> replaced_token_labels(
-    ...     torch.tensor([[2, 7, 8, 3]]), torch.tensor([[2, 9, 8, 3]])
-    ... )
+    >>> original, corrupted = torch.tensor([[2, 7, 8, 3]]), torch.tensor([[2, 9, 8, 3]])
+    >>> replaced_token_labels(original, corrupted)
     tensor([[0., 1., 0., 0.]])
     """
     if original_ids.shape != corrupted_ids.shape:
@@ -388,8 +384,8 @@ def replaced_token_labels(
 def pad(
     sequences: Sequence[list[int]], pad_id: int, length: int | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad id lists into a (B, T) tensor; returns (ids, attention_mask) with 1 on
-    real tokens.
+    """Right-pad id lists into a (B, T) tensor; returns (ids, attention_mask), the
+    mask 1 on real tokens.
 
     >>> pad([[5, 6, 7], [8]], pad_id=0)
     (tensor([[5, 6, 7],

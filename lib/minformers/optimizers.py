@@ -1,7 +1,7 @@
-"""Nine optimizers written out, one small class each, following torch.optim's update
-rules exactly.
+"""Nine optimizers written out, one small class each, following torch.optim's
+update rules exactly.
 
-Over 350 lines: nine optimizers, one small class each, to be read side by side.
+Nine optimizers, one small class each, share the file to be read side by side.
 
 Every class is a ``torch.optim.Optimizer``, so it drops into any training loop:
 ``zero_grad``, ``step``, ``param_groups`` (whose "lr" a schedule may change every step)
@@ -59,8 +59,8 @@ def _require_betas(betas) -> None:
 
 
 class _Optimizer(torch.optim.Optimizer):
-    """What the nine share: a ``step`` that hands every parameter with a gradient to
-    ``update``."""
+    """What the nine share: a ``step`` that hands every parameter with a
+    gradient to ``update``."""
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -84,8 +84,8 @@ class _Optimizer(torch.optim.Optimizer):
 
 
 class SGD(_Optimizer):
-    """Stochastic gradient descent, with optional momentum (heavy ball) or Nesterov
-    momentum.
+    """Stochastic gradient descent, with optional momentum (heavy ball)
+    or Nesterov momentum.
 
     b ← μ b + (1 − dampening) g  (b = g at the first step),  then  θ ← θ − γ b,
     or with Nesterov  θ ← θ − γ (g + μ b): the step looks ahead along the velocity.
@@ -199,12 +199,13 @@ class Adagrad(_Optimizer):
 
 
 class RMSprop(_Optimizer):
-    """RMSprop: Adagrad with a forgetting average instead of a sum, so steps do not
-    shrink forever.
+    """RMSprop: Adagrad with a forgetting average instead of a sum, so steps do
+    not shrink forever.
 
-    v ← α v + (1 − α) g²,  θ ← θ − γ g / (√v + ε); with momentum μ:  b ← μ b + g / (√v +
-    ε),  θ ← θ − γ b. ``centered`` also tracks the mean gradient m and divides by √(v −
-    m²) + ε, an estimate of the spread.
+    v ← α v + (1 − α) g²,  θ ← θ − γ g / (√v + ε);
+    with momentum μ:  b ← μ b + g / (√v + ε),  θ ← θ − γ b.
+    ``centered`` also tracks the mean gradient m and divides by √(v − m²) + ε, an
+    estimate of the spread.
 
     >>> w = torch.tensor([0.0], requires_grad=True)
     >>> optimizer = RMSprop([w], lr=0.01, alpha=0.99)
@@ -276,9 +277,9 @@ class Adadelta(_Optimizer):
     """Adadelta: RMSprop whose step size comes from the root mean square of its own past
     updates, not from γ.
 
-    v ← ρ v + (1 − ρ) g²,  Δ = √(u + ε) / √(v + ε) · g,  u ← ρ u + (1 − ρ) Δ²,  θ ← θ −
-    γ Δ  (γ = 1 by default). The ratio of the two roots has the units of θ, whatever the
-    units of the loss.
+    v ← ρ v + (1 − ρ) g²,  Δ = √(u + ε) / √(v + ε) · g,  u ← ρ u + (1 − ρ) Δ²,
+    θ ← θ − γ Δ  (γ = 1 by default).
+    The ratio of the two roots has the units of θ, whatever the units of the loss.
 
     >>> w = torch.tensor([0.0], requires_grad=True)
     >>> optimizer = Adadelta([w])
@@ -332,9 +333,9 @@ class Adam(_Optimizer):
     """Adam: momentum (a mean of gradients, m) divided by the root of a mean of squared
     gradients (v), both bias-corrected, since they start at 0.
 
-    m ← β₁ m + (1 − β₁) g,  v ← β₂ v + (1 − β₂) g²,  m̂ = m / (1 − β₁ᵗ),  v̂ = v / (1 −
-    β₂ᵗ), θ ← θ − γ m̂ / (√v̂ + ε).  Weight decay here is L2 (λθ added to g), as in
-    torch.optim.Adam; see AdamW.
+    m ← β₁ m + (1 − β₁) g,  v ← β₂ v + (1 − β₂) g²,
+    m̂ = m / (1 − β₁ᵗ),  v̂ = v / (1 − β₂ᵗ),  θ ← θ − γ m̂ / (√v̂ + ε).
+    Weight decay here is L2 (λθ added to g), as in torch.optim.Adam; see AdamW.
 
     >>> w = torch.tensor([0.0, 0.0], requires_grad=True)
     >>> optimizer = Adam([w], lr=0.1)
@@ -421,8 +422,9 @@ class NAdam(_Optimizer):
     momentum with the coefficients of this step and the next, μ_t and μ_{t+1}, which
     warm up from β₁/2 towards β₁:
 
-    μ_t = β₁ (1 − ½ · 0.96^(t · momentum_decay)), θ ← θ − γ (1 − μ_t) / (1 − Πᵢ≤ₜ μᵢ) ·
-    g / (√v̂ + ε) − γ μ_{t+1} / (1 − Πᵢ≤ₜ₊₁ μᵢ) · m / (√v̂ + ε).
+    μ_t = β₁ (1 − ½ · 0.96^(t · momentum_decay)),
+    θ ← θ − γ (1 − μ_t) / (1 − Πᵢ≤ₜ μᵢ) · g / (√v̂ + ε)
+          − γ μ_{t+1} / (1 − Πᵢ≤ₜ₊₁ μᵢ) · m / (√v̂ + ε).
 
     >>> w = torch.tensor([0.0], requires_grad=True)
     >>> optimizer = NAdam([w], lr=0.1)

@@ -12,8 +12,8 @@ from minformers.support.arguments import require_size
 
 
 def sinusoidal_positions(length: int, d_model: int) -> torch.Tensor:
-    """PE[pos, 2i] = sin(pos / 10000^(2i / d_model)), PE[pos, 2i + 1] = cos(pos /
-    10000^(2i / d_model)).
+    """PE[pos, 2i] = sin(pos / 10000^(2i / d_model)),
+    PE[pos, 2i + 1] = cos(pos / 10000^(2i / d_model)).
 
     Each pair of channels (2i, 2i + 1) is a point on a circle turning at its own
     frequency, so moving k steps rotates every pair by a fixed angle: PE[p + k] is a
@@ -47,8 +47,8 @@ def _require_fits(max_len: int, end: int, what: str) -> None:
 
 
 class SinusoidalPositions(nn.Module):
-    """The table ``sinusoidal_positions(max_len, d_model)``, computed once, moved with
-    the model.
+    """The table ``sinusoidal_positions(max_len, d_model)``, computed once, moved
+    with the model.
 
     forward(length) -> rows 0..length-1, (T, C); forward(positions) -> rows at those
     indices, positions.shape + (C,) (for left padding or a KV cache offset).
@@ -60,8 +60,8 @@ class SinusoidalPositions(nn.Module):
     def __init__(self, max_len: int, d_model: int):
         super().__init__()
         self.max_len = require_size("max_len", max_len)
-        # Non-persistent: the table is a function of (max_len, d_model), so it stays out
-        # of checkpoints.
+        # Non-persistent: the table is a function of (max_len, d_model), so it stays
+        # out of checkpoints.
         self.register_buffer(
             "table", sinusoidal_positions(max_len, d_model), persistent=False
         )
@@ -85,8 +85,8 @@ class SinusoidalPositions(nn.Module):
 
 
 class LearnedPositions(nn.Module):
-    """One trained vector per position (GPT-1/2, BERT): forward(length, offset) -> (T,
-    C).
+    """One trained vector per position (GPT-1/2, BERT):
+    forward(length, offset) -> (T, C).
 
     ``offset`` skips the positions a KV cache already holds.
 
@@ -98,8 +98,8 @@ class LearnedPositions(nn.Module):
         super().__init__()
         self.max_len = require_size("max_len", max_len)
         self.embedding = nn.Embedding(max_len, require_size("d_model", d_model))
-        # GPT-2 and BERT initialise with std 0.02; nn.Embedding's std 1 would drown the
-        # token embeddings.
+        # GPT-2 and BERT initialise with std 0.02; nn.Embedding's std 1 would drown
+        # the token embeddings.
         nn.init.normal_(self.embedding.weight, std=0.02)
 
     def forward(self, length: int, offset: int = 0) -> torch.Tensor:

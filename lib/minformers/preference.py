@@ -82,7 +82,8 @@ def optimal_policy(
 def kl_divergence(log_p: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:
     """KL(p || q) in nats, over the last dimension, from log-probabilities.
 
-    >>> kl_divergence(torch.log(torch.tensor([1.0, 0.0])), torch.log(torch.tensor([0.5, 0.5])))
+    >>> p, q = torch.tensor([1.0, 0.0]), torch.tensor([0.5, 0.5])
+    >>> kl_divergence(p.log(), q.log())
     tensor(0.6931)
     """
     p = log_p.exp()

@@ -1,12 +1,12 @@
 """Pretokenization: cut text into the pieces inside which a byte-level BPE may merge.
 
 Two steps, in this order:
+
 1. `split_on_special` cuts out special tokens such as "<|endoftext|>", which are kept
-whole and never merged;
+   whole and never merged;
 2. `pretokenize` cuts the text between them with GPT-2's regex, so that no merge ever
-spans a word boundary
-   (no token "dog." next to "dog!" and "dog?"), and a leading space sticks to the word
-   that follows it.
+   spans a word boundary (no token "dog." next to "dog!" and "dog?"), and a leading
+   space sticks to the word that follows it.
 
     >>> split_on_special("Hi.<|endoftext|>Bye", ["<|endoftext|>"])
     [('Hi.', False), ('<|endoftext|>', True), ('Bye', False)]

@@ -1,4 +1,4 @@
-"""Quantization: a weight stored as small integers and the few floats that map them back.
+"""Quantization: a weight stored as small integers and a few floats that map them back.
 
 Absmax (symmetric) 8-bit: one scale s = max|w| / 127 for the whole tensor, or one per
 output channel (row), and q = round(w / s) in [-127, 127]; w is read back as q * s.
@@ -132,7 +132,8 @@ def dequantize_gguf(raw: np.ndarray, ggml_type: int) -> torch.Tensor:
         codes = blocks[..., 2:].contiguous().view(torch.int8).float()
         return (codes * scale).flatten(1)
     minimum = blocks[..., 2:4].contiguous().view(torch.float16).float()
-    # 16 bytes: weight j of the block in the low half of byte j, weight j + 16 in the high
+    # 16 bytes: weight j of the block in the low half of byte j, weight j + 16 in
+    # the high half
     packed = blocks[..., 4:]
     codes = torch.cat([packed & 0x0F, packed >> 4], dim=-1).float()
     return (codes * scale + minimum).flatten(1)
@@ -161,7 +162,7 @@ def int8_activations(
     over all tokens (``"channel"``); channels where ``keep`` (channels,) bool is True
     pass through in float and do not set the scale, as LLM.int8() keeps its outliers.
 
-    >>> x = torch.tensor([[1.0, 100.0], [-1.0, 50.0]])  # channel 0 small, channel 1 large
+    >>> x = torch.tensor([[1.0, 100.0], [-1.0, 50.0]])  # channel 0 small, 1 large
     >>> int8_activations(x, "tensor")[:, 0], int8_activations(x, "channel")[:, 0]
     (tensor([ 0.7874, -0.7874]), tensor([ 1., -1.]))
     """

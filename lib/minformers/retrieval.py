@@ -1,14 +1,15 @@
 """Retrieval for retrieval-augmented generation: BM25 over words, dense vectors from an
 encoder, and the measures of a ranking (recall@k, MRR).
 
-Over 350 lines: sparse (BM25) and dense retrieval, their metrics, and reranking: one
-pipeline that the RAG page runs end to end.
+Sparse (BM25) and dense retrieval, their metrics and reranking form one pipeline, which
+the RAG page runs end to end.
 
 BM25 (Robertson and Zaragoza, 2009) scores a document d for a query q as a sum over the
 query's terms t:
 
-    score(q, d) = sum_t idf(t) * f(t, d) * (k1 + 1) / (f(t, d) + k1 * (1 - b + b * |d| /
-    avgdl)) idf(t) = ln(1 + (N - n(t) + 0.5) / (n(t) + 0.5))
+    score(q, d) = sum_t idf(t) * f(t, d) * (k1 + 1)
+                        / (f(t, d) + k1 * (1 - b + b * |d| / avgdl))
+    idf(t) = ln(1 + (N - n(t) + 0.5) / (n(t) + 0.5))
 
 with f(t, d) the count of t in d, |d| the length of d in terms, avgdl the mean length, N
 the number of documents and n(t) how many contain t. k1 sets how fast repeats of a term
@@ -21,7 +22,8 @@ negative, so a term in most documents adds little rather than subtracting.
     ...     tokenize("Dogs bark."),
     ... ]
     >>> index = BM25(documents)
-    >>> index.scores(tokenize("cat")).round(decimals=4).tolist()  # "cat" is in 2 of 3; the shorter one wins
+    >>> # "cat" is in 2 of the 3 documents; the shorter one wins
+    >>> index.scores(tokenize("cat")).round(decimals=4).tolist()
     [0.5296, 0.3514, 0.0]
     >>> ranking = index.scores(tokenize("dog mat")).argsort(descending=True).tolist()
     >>> (
@@ -53,8 +55,8 @@ _WORD = re.compile(r"[a-z0-9]+")
 
 
 def tokenize(text: str) -> list[str]:
-    """BM25's terms: lowercase runs of letters and digits; everything else separates
-    them.
+    """BM25's terms: lowercase runs of letters and digits; everything
+    else separates them.
 
     >>> tokenize("Profits rose 5.6% to £1,200m in 2004!")
     ['profits', 'rose', '5', '6', 'to', '1', '200m', 'in', '2004']
@@ -105,8 +107,8 @@ class BM25:
         }
 
     def idf(self, term: str) -> float:
-        """ln(1 + (N - n + 0.5) / (n + 0.5)), n the number of documents that hold
-        ``term``."""
+        """ln(1 + (N - n + 0.5) / (n + 0.5)), n the number of documents
+        that hold ``term``."""
         n = len(self.postings[term][0]) if term in self.postings else 0
         return math.log(1 + (self.n_documents - n + 0.5) / (n + 0.5))
 
@@ -119,8 +121,8 @@ class BM25:
                 "query must be a list of terms (use tokenize(text)), not a str"
             )
         total = torch.zeros(self.n_documents, dtype=torch.float64)
-        # Per document, the length part of the denominator: k1 * (1 - b + b * |d| /
-        # avgdl).
+        # Per document, the length part of the denominator:
+        # k1 * (1 - b + b * |d| / avgdl).
         length_norm = self.k1 * (
             1 - self.b + self.b * self.lengths / self.average_length
         )
@@ -209,8 +211,8 @@ def recall_at_k(
 
 
 def first_relevant_rank(ranking: Sequence[int], relevant: set[int]) -> int | None:
-    """1-based rank of the first relevant document in ``ranking``, or None if none is
-    there.
+    """1-based rank of the first relevant document in ``ranking``, or None if
+    none is there.
 
     >>> first_relevant_rank([4, 2, 7], {7, 2})
     2
@@ -361,8 +363,8 @@ class CrossEncoder(nn.Module):
 
 @dataclass(frozen=True)
 class RerankingData:
-    """Training questions for a reranker, with the first stage's candidates to draw hard
-    negatives from."""
+    """Training questions for a reranker, with the first stage's candidates to draw
+    hard negatives from."""
 
     questions: list[list[int]]  # token ids of each question
     passages: list[list[int]]  # token ids of each passage

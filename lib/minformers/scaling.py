@@ -1,7 +1,7 @@
-"""Scaling laws: what a GPT costs to train, and power laws fitted to the losses of a
-sweep.
+"""Scaling laws: what a GPT costs to train, and power laws fitted to the losses
+of a sweep.
 
-Over 350 lines: the cost formulas and the two fitted laws are one chapter's mathematics,
+The cost formulas and the two fitted laws are one chapter's mathematics, kept together
 with the bootstrap behind their intervals.
 
 Compute. A training step multiplies every token by every weight matrix three times
@@ -48,11 +48,10 @@ def non_embedding_parameters(config: GPTConfig) -> int:
     without the token and position embeddings (which cost a lookup, not a matrix
     product).
 
-    >>> non_embedding_parameters(
-    ...     GPTConfig(
-    ...         n_layers=1, d_model=4, n_heads=1, d_ff=16, vocab_size=10, max_len=8
-    ...     )
+    >>> config = GPTConfig(
+    ...     n_layers=1, d_model=4, n_heads=1, d_ff=16, vocab_size=10, max_len=8
     ... )
+    >>> non_embedding_parameters(config)
     252
 
     That is 4 x (4 x 4 + 4) for attention's projections, 4 x 16 + 16 + 16 x 4 + 4 for
@@ -67,22 +66,20 @@ def non_embedding_parameters(config: GPTConfig) -> int:
 
 def training_flops_per_token(config: GPTConfig, context: int | None = None) -> int:
     """FLOPs of one training step per token, as our GPT computes them
-    (``measure.training_flops`` counts the same):
+    (``measure.training_flops`` counts the same): the 6N of Kaplan et al., plus
+    attention's scores and weighted sum,
 
-        6 x (matrix weights of the blocks + the tied output layer's C x V)   the 6N of
-        Kaplan et al.
-      + 6 x 2 x n_layers x T x C                                           attention:
-      scores and weighted sum
+        6 x (matrix weights of the blocks + the tied output layer's C x V)
+      + 6 x 2 x n_layers x T x C
 
     Attention computes all T x T scores and masks the future afterwards, so it is
     counted for the full context; Kaplan et al. count half, for a kernel that skips the
     masked half. Biases, norms and softmax are left out.
 
-    >>> training_flops_per_token(
-    ...     GPTConfig(
-    ...         n_layers=1, d_model=4, n_heads=1, d_ff=16, vocab_size=10, max_len=8
-    ...     )
+    >>> config = GPTConfig(
+    ...     n_layers=1, d_model=4, n_heads=1, d_ff=16, vocab_size=10, max_len=8
     ... )
+    >>> training_flops_per_token(config)
     1776
     """
     T = config.max_len if context is None else context
@@ -108,8 +105,8 @@ class PowerLaw:
     """L(x) = E + A / x^alpha: loss against one resource x (parameters N, or tokens D)
     with the other plentiful."""
 
-    # the irreducible loss: what no amount of x removes (the text's entropy, plus other
-    # limits)
+    # the irreducible loss: what no amount of x removes
+    # (the text's entropy, plus other limits)
     E: float
     A: float  # scale of the reducible part
     # how fast the reducible part shrinks: doubling x multiplies it by 2^-alpha
@@ -134,11 +131,12 @@ class JointLaw:
         return self.E + self.A / n**self.alpha + self.B / d**self.beta
 
     def compute_optimal(self, compute):
-        """(N*, D*) minimising L(N, D) under 6ND = ``compute`` (Hoffmann et al.'s eq.
-        4):
+        """(N*, D*) minimising L(N, D) under 6ND = ``compute``
+        (Hoffmann et al.'s eq. 4):
 
-        N* = G (C/6)^a,  D* = (C/6)^b / G,  G = (alpha A / (beta B))^(1/(alpha+beta)),
-        a = beta / (alpha + beta),  b = alpha / (alpha + beta).
+            N* = G (C/6)^a,  D* = (C/6)^b / G,
+            G = (alpha A / (beta B))^(1/(alpha+beta)),
+            a = beta / (alpha + beta),  b = alpha / (alpha + beta).
         """
         budget = np.asarray(compute, dtype=np.float64) / 6
         if not np.all(budget > 0):
@@ -242,8 +240,8 @@ def _polish(
     delta: float,
     max_iter: int = 500,
 ) -> torch.Tensor:
-    """L-BFGS from one starting point, with one weight per run, to full precision (or
-    ``max_iter`` iterations)."""
+    """L-BFGS from one starting point, with one weight per run, to full precision
+    (or ``max_iter`` iterations)."""
     params = start.clone().requires_grad_(True)
     optimizer = torch.optim.LBFGS(
         [params],
@@ -296,8 +294,8 @@ def _checked(
 
 
 def _as_law(law_class, params: list[float]):
-    """Parameters in the fitted space (log E, then log scale and exponent per resource)
-    -> a law."""
+    """Parameters in the fitted space -> a law: log E, then the log scale and the
+    exponent of each resource."""
     e, *pairs = params
     names = [field.name for field in fields(law_class)][1:]
     values = {"E": math.exp(e)}
@@ -317,9 +315,8 @@ def fit_power_law(x, loss, delta: float = HUBER_DELTA) -> PowerLaw:
     """Fit L(x) = E + A / x^alpha to (x, loss) pairs.
 
     >>> x = [1e3, 1e4, 1e5, 1e6]
-    >>> law = fit_power_law(
-    ...     x, PowerLaw(E=1.5, A=20.0, alpha=0.35)(x) * [1.001, 0.999, 1.0, 1.0]
-    ... )
+    >>> loss = PowerLaw(E=1.5, A=20.0, alpha=0.35)(x) * [1.001, 0.999, 1.0, 1.0]
+    >>> law = fit_power_law(x, loss)
     >>> round(law.alpha, 2), round(law.E, 2)
     (0.35, 1.5)
     """
@@ -328,8 +325,8 @@ def fit_power_law(x, loss, delta: float = HUBER_DELTA) -> PowerLaw:
 
 
 def fit_joint_law(n, d, loss, delta: float = HUBER_DELTA) -> JointLaw:
-    """Fit L(N, D) = E + A / N^alpha + B / D^beta to runs of N parameters trained on D
-    tokens."""
+    """Fit L(N, D) = E + A / N^alpha + B / D^beta to runs of N parameters trained
+    on D tokens."""
     loss, (n, d) = _checked(loss, ("n", n), ("d", d), n_parameters=5)
     return _as_law(JointLaw, _fit([n, d], loss, delta).tolist())
 

@@ -8,14 +8,11 @@ Outputs start after BOS and are right-padded with PAD.
 
     >>> from minformers.encoder_decoder import EncoderDecoder, TransformerConfig
     >>> _ = torch.manual_seed(0)
-    >>> model = EncoderDecoder(
-    ...     TransformerConfig.tiny(source_vocab_size=10, target_vocab_size=10)
-    ... ).eval()
+    >>> config = TransformerConfig.tiny(source_vocab_size=10, target_vocab_size=10)
+    >>> model = EncoderDecoder(config).eval()
     >>> source = torch.tensor([[4, 5, 6, 2]])
-    >>> torch.equal(
-    ...     greedy_decode(model, source, max_len=6),
-    ...     beam_search(model, source, beam_size=1, max_len=6),
-    ... )
+    >>> greedy = greedy_decode(model, source, max_len=6)
+    >>> torch.equal(greedy, beam_search(model, source, beam_size=1, max_len=6))
     True
 """
 
@@ -56,8 +53,8 @@ def greedy_decode(
     max_len: int,
     use_cache: bool = True,
 ) -> torch.Tensor:
-    """The most likely token at each step, for every source at once: (B, S) -> (B, <=
-    max_len)."""
+    """The most likely token at each step, for every source at once:
+    (B, S) -> (B, <= max_len)."""
     _check(model, max_len)
     memory, memory_mask = model.encode(source_ids)
     cache = KVCache(model.config.n_decoder_layers) if use_cache else None
@@ -90,8 +87,8 @@ def beam_search(
     alpha: float = 0.6,
 ) -> torch.Tensor:
     """Keep the ``beam_size`` most likely partial outputs per source; return the best
-    finished one by log-probability / length_penalty(length, alpha): (B, S) -> (B, <=
-    max_len).
+    finished one by log-probability / length_penalty(length, alpha):
+    (B, S) -> (B, <= max_len).
 
     All B x K hypotheses advance together as one batch. A finished hypothesis stays in
     the beam with its score frozen (it can only add PAD, at no cost), so it competes

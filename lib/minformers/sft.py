@@ -4,8 +4,9 @@ on the response only.
 An example is its prompt's tokens followed by its response's, the response ending in an
 end token so that the model learns to stop. The model reads the whole text, as at
 pretraining; only the response's tokens are scored: every other label is -100, which
-cross-entropy ignores (TRL's completion mask, HF's ``ignore_index``). Shape legend: B
-examples, T tokens.
+cross-entropy ignores (TRL's completion mask, HF's ``ignore_index``).
+
+Shape legend: B examples, T tokens.
 
     >>> ids, labels = sft_batch([[5, 6, 7, 8], [5, 9]], prompt_lengths=[2, 1], pad_id=0)
     >>> ids

@@ -1,5 +1,5 @@
-"""Vectors for words and sentences from an encoder's hidden states, and how alike they
-are.
+"""Vectors for words and sentences from an encoder's hidden states, and how
+alike they are.
 
 >>> hidden = torch.tensor([[[1.0, 0.0], [3.0, 2.0], [9.0, 9.0]]])   # (B=1, T=3, C=2)
 >>> # the padded third position is ignored
@@ -16,8 +16,8 @@ import torch
 def mean_pool(
     hidden_states: torch.Tensor, attention_mask: torch.Tensor
 ) -> torch.Tensor:
-    """Average of each sequence's hidden states over its real tokens: (B, T, C) and (B,
-    T) -> (B, C).
+    """Average of each sequence's hidden states over its real tokens:
+    (B, T, C) and (B, T) -> (B, C).
 
     A sentence embedding, as sentence-transformers models such as MiniLM are trained to
     produce. Padding must not count, or the same sentence would get a different vector
@@ -36,8 +36,8 @@ def mean_pool(
 
 
 def cosine_matrix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Cosine similarity of every row of `a` (N, C) with every row of `b` (M, C): (N,
-    M)."""
+    """Cosine similarity of every row of `a` (N, C) with every row of `b`
+    (M, C): (N, M)."""
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[1]:
         shapes = f"{tuple(a.shape)} and {tuple(b.shape)}"
         raise ValueError(

@@ -3,12 +3,12 @@ target model scores all the guesses in one forward pass, and a rejection rule ke
 prefix of them, so that every token written still follows the target's distribution
 exactly (Leviathan et al., 2023; Chen et al., 2023).
 
-The rule, at guess i, where the draft drew x_i from its distribution q_i and the target's
-distribution there is p_i:
+The rule, at guess i, where the draft drew x_i from its distribution q_i and the
+target's distribution there is p_i:
 
 - accept x_i with probability min(1, p_i(x_i) / q_i(x_i)) and go on to guess i + 1;
-- at the first rejection, draw the token from the residual max(0, p_i - q_i), normalised,
-  and end the round;
+- at the first rejection, draw the token from the residual max(0, p_i - q_i),
+  normalised, and end the round;
 - if all the guesses are accepted, draw one more token from the target's distribution
   after them, which the same forward pass gave.
 
@@ -22,8 +22,8 @@ A round costs ``gamma`` draft calls and one target call, and writes 1 to gamma +
 tokens; if each guess is accepted with probability alpha, independently, a round writes
 (1 - alpha^(gamma + 1)) / (1 - alpha) tokens on average (``expected_tokens_per_round``).
 
-    >>> p = torch.tensor([[[1.0, 0.0], [0.5, 0.5]]])  # the target, at the guess and after
-    >>> q = torch.tensor([[[0.0, 1.0]]])  # the draft was sure of token 1, which p rules out
+    >>> p = torch.tensor([[[1.0, 0.0], [0.5, 0.5]]])  # target: at the guess, and after
+    >>> q = torch.tensor([[[0.0, 1.0]]])  # draft: sure of token 1, which p rules out
     >>> verify(p, q, torch.tensor([[1]]))  # none kept; the residual writes token 0
     (tensor([0]), tensor([0]))
 """
@@ -36,8 +36,8 @@ from minformers.kv_cache import KVCache
 
 
 def probabilities(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """(..., V) logits -> (..., V) probabilities at ``temperature``; at 0, one-hot on the
-    argmax (greedy decoding as a distribution)."""
+    """(..., V) logits -> (..., V) probabilities at ``temperature``; at 0, one-hot on
+    the argmax (greedy decoding as a distribution)."""
     if temperature == 0:
         return torch.zeros_like(logits).scatter_(
             -1, logits.argmax(-1, keepdim=True), 1.0
@@ -94,8 +94,8 @@ class Reader:
         self.read = 0  # tokens of the text read so far
 
     def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
-        """(B, T) the text so far -> (B, T - read, V) the logits after each unread
-        token."""
+        """(B, T) the text so far -> (B, T - read, V) the logits after
+        each unread token."""
         if self.cache is None:
             logits = self.model(tokens)[:, self.read :]
         else:

@@ -1,5 +1,5 @@
-"""Skip-gram with negative sampling (word2vec, Mikolov et al. 2013): one static vector
-per word.
+"""Skip-gram with negative sampling (word2vec, Mikolov et al. 2013): one static
+vector per word.
 
 Each word w has two vectors: v_w when it is the centre word and u_w when it is a context
 word. For a (centre c, context o) pair seen in the text and K words k drawn from a noise
@@ -29,8 +29,8 @@ from minformers.support.arguments import require_size
 
 
 def tokenize(text: str) -> list[str]:
-    """Lowercased words (letters, with an inner apostrophe): "Bank's 2 rates, up!" ->
-    ["bank's", "rates", "up"]."""
+    """Lowercased words (letters, with an inner apostrophe):
+    "Bank's 2 rates, up!" -> ["bank's", "rates", "up"]."""
     return re.findall(r"[a-z]+(?:'[a-z]+)?", text.lower())
 
 
@@ -38,8 +38,8 @@ def tokenize(text: str) -> list[str]:
 class Vocabulary:
     # most frequent first (ties alphabetical), so the ids are reproducible
     words: tuple[str, ...]
-    # corpus count of each word, same order: subsampling and the noise distribution use
-    # them
+    # corpus count of each word, same order: subsampling and the noise
+    # distribution use them
     counts: tuple[int, ...]
 
     @cached_property
@@ -53,8 +53,8 @@ class Vocabulary:
 
 
 def build_vocab(documents: list[list[str]], min_count: int = 5) -> Vocabulary:
-    """Every word seen at least ``min_count`` times in ``documents`` (lists of words),
-    commonest first."""
+    """Every word seen at least ``min_count`` times in ``documents``
+    (lists of words), commonest first."""
     require_size("min_count", min_count)
     counts = Counter(word for document in documents for word in document)
     kept = sorted(
@@ -70,12 +70,12 @@ def build_vocab(documents: list[list[str]], min_count: int = 5) -> Vocabulary:
 
 
 def keep_probabilities(counts: torch.Tensor, threshold: float = 1e-4) -> torch.Tensor:
-    """Chance of keeping each occurrence of a word with relative frequency f: min(1,
-    sqrt(threshold / f)).
+    """Chance of keeping each occurrence of a word with relative frequency f:
+    min(1, sqrt(threshold / f)).
 
     Frequent words ("the", "of") carry little information about their neighbours and
-    would dominate the pairs; Mikolov et al. discard each occurrence with probability 1
-    - sqrt(t / f).
+    would dominate the pairs; Mikolov et al. discard each occurrence with probability
+    1 - sqrt(t / f).
 
     >>> # f = 0.96, 0.03, 0.01
     >>> keep_probabilities(torch.tensor([96.0, 3.0, 1.0]), threshold=0.01)
@@ -152,15 +152,11 @@ def sgns_loss(
     """Mean over the batch of -log σ(u_o·v_c) - Σ_k log σ(-u_k·v_c).
 
     center v_c (B, C), context u_o (B, C), negatives u_k (B, K, C). With all vectors
-    zero every score is 0 and the loss is (1 + K) log 2: one pair, two negatives -> 3 *
-    0.6931 = 2.0794.
+    zero every score is 0 and the loss is (1 + K) log 2: one pair, two negatives
+    -> 3 * 0.6931 = 2.0794.
 
-    >>> round(
-    ...     sgns_loss(
-    ...         torch.zeros(1, 4), torch.zeros(1, 4), torch.zeros(1, 2, 4)
-    ...     ).item(),
-    ...     4,
-    ... )
+    >>> loss = sgns_loss(torch.zeros(1, 4), torch.zeros(1, 4), torch.zeros(1, 2, 4))
+    >>> round(loss.item(), 4)
     2.0794
     """
     if center.dim() != 2 or context.shape != center.shape:
@@ -185,8 +181,8 @@ def sgns_loss(
 
 
 class SkipGram(nn.Module):
-    """Two tables, as in word2vec: centre vectors (the word vectors one keeps) and
-    context vectors."""
+    """Two tables, as in word2vec: centre vectors (the word vectors one keeps)
+    and context vectors."""
 
     def __init__(self, vocab_size: int, dim: int):
         super().__init__()
@@ -194,19 +190,18 @@ class SkipGram(nn.Module):
         require_size("dim", dim)
         self.center = nn.Embedding(vocab_size, dim)
         self.context = nn.Embedding(vocab_size, dim)
-        # word2vec's start: small random centres,
+        # word2vec's start: small random centres and zero contexts, so every first
+        # score is 0 and every σ is 1/2
         nn.init.uniform_(self.center.weight, -0.5 / dim, 0.5 / dim)
-        # zero contexts, so every first score is 0 and every σ is 1/2
         nn.init.zeros_(self.context.weight)
 
     def forward(
         self, centers: torch.Tensor, contexts: torch.Tensor, negatives: torch.Tensor
     ) -> torch.Tensor:
-        """The SGNS loss of a batch of ids: centers (B,), contexts (B,), negatives (B,
-        K)."""
-        # (B, 1 + K, C): one lookup, one
+        """The SGNS loss of a batch of ids: centers (B,), contexts (B,),
+        negatives (B, K)."""
+        # (B, 1 + K, C): one lookup, one gradient table for the context vectors
         both = self.context(torch.cat([contexts[:, None], negatives], dim=1))
-        # gradient table for the context vectors
         return sgns_loss(self.center(centers), both[:, 0], both[:, 1:])
 
 
@@ -216,8 +211,8 @@ def pair_batches(
     """A ``batch_for_step`` for ``train.train``: step s draws batch_size pairs and their
     negatives, seeded by s.
 
-    Returns (centers (B,), contexts (B,), negatives (B, K)), the arguments of
-    ``SkipGram.forward``.
+    Returns (centers (B,), contexts (B,), negatives (B, K)), the
+    arguments of ``SkipGram.forward``.
     """
     require_size("batch_size", batch_size)
     require_size("negatives", negatives)

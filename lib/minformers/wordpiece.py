@@ -1,33 +1,22 @@
 """WordPiece, BERT's tokenizer: split text into words, then each word into the longest
 pieces of a fixed vocabulary.
 
-Over 350 lines: BERT's basic tokenizer (cleaning, accents, CJK, punctuation), the greedy
-split and a trainer, each checked against HF's.
+BERT's basic tokenizer (cleaning, accents, CJK, punctuation), the greedy split and a
+trainer live together here, each checked against HF's.
 
-Three steps turn a text into tokens, as in BERT (Devlin et al., 2019) and HF's
-``BertTokenizer``:
+Three steps turn a text into tokens, as in BERT (Devlin et al., 2019)
+and HF's ``BertTokenizer``:
 
 1. special tokens written in the text, such as ``[MASK]``, are kept whole;
 2. the basic tokenizer cleans the text, spaces out CJK ideographs, lowercases, strips
-accents, and splits on
-   whitespace and on punctuation;
+   accents, and splits on whitespace and on punctuation;
 3. greedy longest-match-first WordPiece splits each word; ``##`` marks a piece that
-continues a word.
+   continues a word.
 
     >>> basic_tokenize("Héllo, WORLD!")
     ['hello', ',', 'world', '!']
-    >>> vocab = [
-    ...     "[PAD]",
-    ...     "[UNK]",
-    ...     "[CLS]",
-    ...     "[SEP]",
-    ...     "[MASK]",
-    ...     "hello",
-    ...     ",",
-    ...     "!",
-    ...     "wor",
-    ...     "##ld",
-    ... ]
+    >>> specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    >>> vocab = specials + ["hello", ",", "!", "wor", "##ld"]
     >>> tokenizer = WordPieceTokenizer(vocab)
     >>> tokenizer.tokenize("Hello, [MASK] world!")
     ['hello', ',', '[MASK]', 'wor', '##ld', '!']
@@ -55,8 +44,8 @@ from pathlib import Path
 from minformers.support.arguments import require_size
 
 # The blocks whose ideographs BERT treats as one word each, since Chinese is written
-# without spaces. Japanese kana and Korean Hangul are not in them, so they stay inside
-# their words.
+# without spaces. Japanese kana and Korean Hangul are not in them, so they stay
+# inside their words.
 CJK_RANGES = (
     (0x4E00, 0x9FFF), (0x3400, 0x4DBF),  # CJK Unified Ideographs and extension A
     (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),  # extensions B, C, D
@@ -74,9 +63,9 @@ DEFAULT_SPECIAL_TOKENS = {
 
 
 def is_punctuation(char: str) -> bool:
-    """Unicode punctuation (categories P*), plus every ASCII symbol: ``$ + < = > ^ ` |
-    ~`` are filed by Unicode as symbols (S*), but BERT splits them off like ``.`` and
-    ``,``.
+    """Unicode punctuation (categories P*), plus every ASCII symbol:
+    ``$ + < = > ^ ` | ~`` are filed by Unicode as symbols (S*), but BERT splits them off
+    like ``.`` and ``,``.
 
     >>> [c for c in "a$b-c€d¿" if is_punctuation(c)]
     ['$', '-', '¿']
@@ -123,8 +112,7 @@ def basic_tokenize(text: str, lowercase: bool = True) -> list[str]:
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
-    # the fast path, and the same result: no CJK, no accents, nothing that lowercases
-    # oddly
+    # the fast path, with the same result: no CJK, no accents, no odd lowercasing
     if text.isascii():
         text = text.translate(_ASCII_CLEANUP)
         return _split_punctuation(text.lower() if lowercase else text)
@@ -152,8 +140,8 @@ def _split_punctuation(text: str) -> list[str]:
         if word.isalnum():
             words.append(word)
             continue
-        # A run of punctuation gives one token per mark; a run of anything else stays
-        # one word.
+        # A run of punctuation gives one token per mark; a run of anything else
+        # stays one word.
         for punctuation, run in groupby(word, key=is_punctuation):
             run_text = "".join(run)
             words += list(run_text) if punctuation else [run_text]
@@ -194,8 +182,8 @@ def wordpiece_split(
 
 
 def _tokens_in_id_order(vocab) -> list[str]:
-    """The tokens of a list (id = position) or of a {token: id} dict whose ids are 0, 1,
-    ..., n - 1."""
+    """The tokens of a list (id = position) or of a {token: id} dict whose ids are
+    0, 1, ..., n - 1."""
     if isinstance(vocab, str) or not isinstance(vocab, Mapping | Sequence):
         raise TypeError(
             f"vocab must be a dict {{token: id}} or a list of tokens, got "
@@ -220,16 +208,15 @@ def _tokens_in_id_order(vocab) -> list[str]:
 
 
 class WordPieceTokenizer:
-    """BERT's tokenizer over a fixed vocab: ``vocab`` is a list of tokens (id =
-    position) or a {token: id} dict.
+    """BERT's tokenizer over a fixed vocab: ``vocab`` is a list of tokens
+    (id = position) or a {token: id} dict.
 
-    ``special_tokens`` overrides the defaults {"cls": "[CLS]", "sep": "[SEP]", "pad":
-    "[PAD]", "mask": "[MASK]"}; every special token, and ``unk_token``, must be in the
-    vocab. ``special_ids`` maps each role to its id.
+    ``special_tokens`` overrides the defaults
+    {"cls": "[CLS]", "sep": "[SEP]", "pad": "[PAD]", "mask": "[MASK]"}; every special
+    token, and ``unk_token``, must be in the vocab; ``special_ids`` gives their ids.
 
-    >>> tokenizer = WordPieceTokenizer(
-    ...     ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "##b"]
-    ... )
+    >>> specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    >>> tokenizer = WordPieceTokenizer([*specials, "a", "b", "##b"])
     >>> tokenizer.encode_pair("a", "bb")
     ([2, 5, 3, 6, 7, 3], [0, 0, 0, 1, 1, 1])
     >>> tokenizer.special_ids["mask"], tokenizer.vocab_size
@@ -300,8 +287,8 @@ class WordPieceTokenizer:
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        # a cache around a closure does not pickle: the copy builds its own (worker
-        # processes)
+        # a cache around a closure does not pickle: the copy (in a worker process)
+        # builds its own
         del state["_split_word"]
         return state
 
@@ -311,8 +298,7 @@ class WordPieceTokenizer:
 
     @classmethod
     def from_vocab_file(cls, path, **options) -> "WordPieceTokenizer":
-        """Read BERT's vocab.txt: one token per line, the id is the line number (from
-        0)."""
+        """Read BERT's vocab.txt: one token per line, its id the line number from 0."""
         lines = Path(path).read_text(encoding="utf-8").split("\n")
         if lines[-1] == "":
             lines.pop()  # the newline that ends the last token
@@ -338,16 +324,16 @@ class WordPieceTokenizer:
         return tokens
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
-        """Token ids of ``text``; with ``add_special_tokens``, framed as [CLS] text
-        [SEP]."""
+        """Token ids of ``text``; with ``add_special_tokens``, framed as
+        [CLS] text [SEP]."""
         ids = [self.vocab[token] for token in self.tokenize(text)]
         if add_special_tokens:
             return [self.special_ids["cls"], *ids, self.special_ids["sep"]]
         return ids
 
     def encode_pair(self, first: str, second: str) -> tuple[list[int], list[int]]:
-        """[CLS] first [SEP] second [SEP], and the segment of each token (0 for first, 1
-        for second)."""
+        """[CLS] first [SEP] second [SEP], and the segment of each token
+        (0 for first, 1 for second)."""
         first_ids = self.encode(first, add_special_tokens=True)
         second_ids = [*self.encode(second), self.special_ids["sep"]]
         return first_ids + second_ids, [0] * len(first_ids) + [1] * len(second_ids)
@@ -392,8 +378,8 @@ class WordPieceTokenizer:
 
 
 def _merge(symbols: list[str], first: str, second: str) -> list[str]:
-    """Replace each adjacent (first, second), left to right: (["t", "##h", "##e"], "t",
-    "##h") -> ["th", "##e"]."""
+    """Replace each adjacent (first, second), left to right:
+    (["t", "##h", "##e"], "t", "##h") -> ["th", "##e"]."""
     merged, index = [], 0
     while index < len(symbols):
         if symbols[index] == first and symbols[index + 1 : index + 2] == [second]:
@@ -429,8 +415,8 @@ def train_wordpiece(
     as strings. Training stops once every word is one token.
 
     Below, "q" + "##u" scores 1/(1*1) = 1 and is merged first, while "t" + "##h", five
-    times as frequent, scores 5/(5*5) = 1/5; next come "##at" (2/(2*2)) and "##is"
-    (3/(4*3)).
+    times as frequent, scores 5/(5*5) = 1/5; next come "##at" (2/(2*2)) and
+    "##is" (3/(4*3)).
 
     >>> train_wordpiece("this this this that that quiz", vocab_size=17)[5:]
     ['##a', '##h', '##i', '##s', '##t', '##u', '##z', 'q', 't', 'qu', '##at', '##is']
@@ -439,12 +425,11 @@ def train_wordpiece(
     ``WordPieceTrainer`` is built that way (a BPE trainer with the "##" prefix). On a
     small corpus the likelihood score spends most of a small vocabulary on rare words
     whose letters always occur together, while frequency builds the common words first.
-    Below "t" + "##h" (5 times) comes first; then "th" + "##i" and "##i" + "##s" tie at
-    3, and "##i" sorts first:
+    Below "t" + "##h" (5 times) comes first; then "th" + "##i" and "##i" + "##s" tie
+    at 3, and "##i" sorts first:
 
-    >>> train_wordpiece(
-    ...     "this this this that that quiz", vocab_size=17, score="frequency"
-    ... )[-5:]
+    >>> text = "this this this that that quiz"
+    >>> train_wordpiece(text, vocab_size=17, score="frequency")[-5:]
     ['q', 't', 'th', '##is', 'this']
     """
     if score not in ("likelihood", "frequency"):
@@ -497,8 +482,8 @@ def train_wordpiece(
     changed: set[tuple[str, str]] = set()
 
     def count(index: int, sign: int) -> None:
-        """Add (sign 1) or remove (sign -1) the symbols and adjacent pairs of word
-        ``index``."""
+        """Add (sign 1) or remove (sign -1) the symbols and adjacent pairs
+        of word ``index``."""
         word, weight = words[index], sign * counts[index]
         for symbol in word:
             symbol_freq[symbol] += weight

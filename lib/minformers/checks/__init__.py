@@ -1,5 +1,5 @@
-"""Automatic checks for the exercises: compare a learner's function with the lib's
-reference.
+"""Automatic checks for the exercises: compare a learner's function with
+the lib's reference.
 
 Each `check_*` function runs the learner's function on random and edge-case inputs and
 compares the result with the reference. While the learner's code runs, the matching lib
@@ -13,9 +13,8 @@ This module is the harness. The checks live in one module per part of the book
 page's `checks.check_merge_pair` does not load BERT or the distributed code.
 
     >>> from minformers import checks
-    >>> everything_allowed = lambda t, window, global_positions: torch.ones(
-    ...     t, t, dtype=torch.bool
-    ... )
+    >>> def everything_allowed(t, window, global_positions):
+    ...     return torch.ones(t, t, dtype=torch.bool)
     >>> checks.check_local_global_mask(everything_allowed)
     Traceback (most recent call last):
     minformers.checks.CheckFailed: check_local_global_mask, case 'no global tokens: a band of width 1 ...': ...
@@ -270,8 +269,8 @@ def run_check(
     blocked_attributes: list[tuple[object, str]] = (),
     atol: float = 1e-5,
 ) -> None:
-    """Compare `learner` with `reference` on every case; raise CheckFailed on the first
-    difference."""
+    """Compare `learner` with `reference` on every case; raise CheckFailed on
+    the first difference."""
     for case in cases:
         expected = reference(*case.args, **case.kwargs)
         received = call_learner(

@@ -23,9 +23,9 @@ from minformers.recipes import next_word
 
 def check_bm25_scores(learner: Callable[[list, list, float, float], list]) -> None:
     """Exercise: `learner(query, documents, k1, b)` returns the BM25 score of every
-    document (lists of terms) for the query, with Lucene's idf ln(1 + (N - n + 0.5) / (n
-    + 0.5)) and a repeated query term counted each time, as retrieval.BM25(documents,
-    k1, b).scores(query). Compared to 1e-9."""
+    document (lists of terms) for the query, with Lucene's idf
+    ln(1 + (N - n + 0.5) / (n + 0.5)) and a repeated query term counted each time, as
+    retrieval.BM25(documents, k1, b).scores(query). Compared to 1e-9."""
 
     def as_tensor(query, documents, k1, b):
         return torch.as_tensor(learner(query, documents, k1, b), dtype=torch.float64)

@@ -1,5 +1,5 @@
-"""Checks for the encoder-decoder models: the decoder's self-attention mask and T5's
-sentinel corruption.
+"""Checks for the encoder-decoder models: the decoder's self-attention mask and
+T5's sentinel corruption.
 
     >>> def causal_only(lengths, t):  # lets queries read the padding
     ...     return torch.ones(len(lengths), 1, t, t, dtype=torch.bool).tril()

@@ -27,8 +27,8 @@ from minformers.wordpiece import WordPieceTokenizer
 def _share_within_bounds(
     name: str, what: str, count: int, total: int, p: float
 ) -> None:
-    """Raise CheckFailed unless count/total lies in the two-sided 99.9% interval of
-    Binomial(total, p)."""
+    """Raise CheckFailed unless count/total lies in the two-sided 99.9% interval
+    of Binomial(total, p)."""
     spread = 3.29 * math.sqrt(p * (1 - p) / total)
     if abs(count / total - p) > spread:
         raise CheckFailed(
@@ -40,10 +40,10 @@ def _share_within_bounds(
 
 
 def check_mlm_masking(learner: Callable) -> None:
-    """Exercise: `learner(input_ids, vocab_size, mask_id, special_ids, p, generator)` ->
-    (masked, labels), BERT's 80/10/10 masking. The result is random, so it is checked by
-    its statistics over 100k+ tokens, each of which must fall inside the 99.9% binomial
-    interval around BERT's rate, and by rules that hold at every position."""
+    """Exercise: `learner(input_ids, vocab_size, mask_id, special_ids, p, generator)`
+    -> (masked, labels), BERT's 80/10/10 masking. The result is random, so it is checked
+    by its statistics over 100k+ tokens, each of which must fall inside the 99.9%
+    binomial interval around BERT's rate, and by rules that hold at every position."""
     name, vocab_size, mask_id, special_ids, p = (
         "check_mlm_masking",
         1000,
@@ -114,8 +114,8 @@ def check_mlm_masking(learner: Callable) -> None:
     _share_within_bounds(
         name, "share of chosen tokens replaced by [MASK]", became_mask, n_chosen, 0.8
     )
-    # A random replacement may draw the original id (1 in 995 here): it then counts as
-    # kept.
+    # A random replacement may draw the original id (1 in 995 here): it then
+    # counts as kept.
     _share_within_bounds(
         name, "share of chosen tokens kept unchanged", kept, n_chosen, 0.1 + 0.1 / 995
     )
@@ -123,8 +123,8 @@ def check_mlm_masking(learner: Callable) -> None:
 
 
 def check_encode_sentences(learner: Callable) -> None:
-    """Exercise: `learner(tokenizer, texts, max_len)` returns (ids, attention_mask) as
-    finetuning.encode_sentences."""
+    """Exercise: `learner(tokenizer, texts, max_len)` returns
+    (ids, attention_mask) as finetuning.encode_sentences."""
     tokenizer = WordPieceTokenizer(
         [
             "[PAD]",

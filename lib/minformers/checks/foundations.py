@@ -1,5 +1,5 @@
-"""Checks for the foundations: tokenization (BPE's merge) and attention (positions and
-masks).
+"""Checks for the foundations: tokenization (BPE's merge) and attention
+(positions and masks).
 
     >>> check_merge_pair(lambda ids, pair, new_id: list(ids))  # merges nothing
     Traceback (most recent call last):
@@ -49,8 +49,8 @@ def check_merge_pair(
 
 
 def check_sinusoidal_positions(learner: Callable[[int, int], torch.Tensor]) -> None:
-    """Exercise: `learner(length, d_model)` returns the (length, d_model) sinusoidal
-    encodings."""
+    """Exercise: `learner(length, d_model)` returns the
+    (length, d_model) sinusoidal encodings."""
     cases = [
         Case("one position, two channels", (1, 2)),
         Case("3 positions, 4 channels", (3, 4)),
@@ -76,8 +76,8 @@ def check_sinusoidal_positions(learner: Callable[[int, int], torch.Tensor]) -> N
 def check_local_global_mask(
     learner: Callable[[int, int, list[int]], torch.Tensor],
 ) -> None:
-    """Exercise: `learner(t, window, global_positions)` returns Longformer's local +
-    global mask, (t, t)."""
+    """Exercise: `learner(t, window, global_positions)` returns Longformer's
+    local + global mask, (t, t)."""
     cases = [
         Case("one token, global", (1, 1, [0])),
         Case("no global tokens: a band of width 1 on each side", (6, 1, [])),

@@ -1,6 +1,6 @@
 """Checks for the pretraining part: equal-compute budgets, weight movement, masking
-shares, cloze ranks, memorisation's exposure and word2vec's loss. (Over 350 lines: it
-holds the checks of six chapters, the most of any part.)
+shares, cloze ranks, memorisation's exposure and word2vec's loss. (It holds the checks
+of six chapters, the most of any part.)
 
     >>> check_exposure(lambda true_score, candidate_scores: 0.0)
     Traceback (most recent call last):

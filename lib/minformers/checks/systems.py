@@ -165,8 +165,8 @@ def _adamw_step_reference(
 
 def check_adamw_step(learner: Callable) -> None:
     """Exercise: `learner(theta, grad, exp_avg, exp_avg_sq, t, lr, betas, eps,
-    weight_decay)` makes AdamW's update number t (from 1) and returns the new (theta,
-    exp_avg, exp_avg_sq), as optimizers.AdamW and torch.optim.AdamW."""
+    weight_decay)` makes AdamW's update number t (from 1) and returns the new
+    (theta, exp_avg, exp_avg_sq), as optimizers.AdamW and torch.optim.AdamW."""
     draw = seeded_generator()
 
     def tensors(*shape):

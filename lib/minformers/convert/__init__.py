@@ -10,7 +10,8 @@ The HF modules convert configs (`hf_bert_config`, `bert_config_from_hf`, ...) an
 weights through one table each (our module path -> theirs, "{i}" for a layer index),
 read in both directions. The model files know nothing of HF.
 
-    >>> key_pattern("layers.{i}.attention_norm").match("layers.3.attention_norm.weight")[2]
+    >>> pattern = key_pattern("layers.{i}.attention_norm")
+    >>> pattern.match("layers.3.attention_norm.weight")[2]
     '.weight'
 """
 

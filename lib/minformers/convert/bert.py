@@ -1,4 +1,4 @@
-"""Our BERT's configs and weights to and from Hugging Face's BERT, ALBERT and ELECTRA."""
+"""Our BERT's configs and weights, to and from HF's BERT, ALBERT and ELECTRA."""
 
 import torch
 
@@ -204,8 +204,9 @@ def load_hf_bert(ours, hf_state_dict: dict, strict: bool = True):
 
 def hf_bert_state_dict(ours) -> dict:
     """Our BertModel / BertForPreTraining / BertForSequenceClassification as the state
-    dict of HF's class of the same name, loadable with ``load_state_dict(...,
-    strict=True)``. Like ``state_dict()``, the tensors share our storage."""
+    dict of HF's class of the same name, loadable with
+    ``load_state_dict(..., strict=True)``. Like ``state_dict()``, the tensors share our
+    storage."""
     state = {_hf_bert_key(key): value for key, value in ours.state_dict().items()}
     # HF's MLM head holds its bias under two names
     if "cls.predictions.decoder.bias" in state:
@@ -213,9 +214,9 @@ def hf_bert_state_dict(ours) -> dict:
     return state
 
 
-# ELECTRA: HF's ElectraModel is BERT's encoder under "electra.", without a pooler, with
-# the factorized embedding's Linear as "embeddings_project"; the heads are named per
-# model.
+# ELECTRA: HF's ElectraModel is BERT's encoder under "electra.", without a pooler,
+# with the factorized embedding's Linear as "embeddings_project".
+# Each model names its own heads.
 ELECTRA_HEADS = {
     "discriminator": (
         ("dense", "discriminator_predictions.dense"),

@@ -45,9 +45,10 @@ _FLOATS = {0: np.float32, 1: np.float16}
 class GGUFTensor:
     name: str
     dims: tuple[int, ...]  # as the file lists them, fastest-varying first
-    ggml_type: int  # 0 = float32, 1 = float16, others quantized (``gguf.GGMLQuantizationType``)
-    # float tensors: shape dims reversed (numpy's order); quantized ones: uint8, one row of
-    # blocks per innermost row, the layout ``gguf.dequantize`` reads
+    # 0 = float32, 1 = float16, others quantized (``gguf.GGMLQuantizationType``)
+    ggml_type: int
+    # float tensors: shape dims reversed (numpy's order); quantized ones: uint8, one row
+    # of blocks per innermost row, the layout ``gguf.dequantize`` reads
     data: np.ndarray
 
 

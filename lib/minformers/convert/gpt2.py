@@ -1,5 +1,5 @@
-"""Our GPT's config and weights to and from Hugging Face's GPT-2 (GPT2Config,
-GPT2LMHeadModel)."""
+"""Our GPT's config and weights to and from Hugging Face's
+GPT-2 (GPT2Config, GPT2LMHeadModel)."""
 
 import re
 
@@ -40,8 +40,7 @@ def hf_gpt2_config(config: GPTConfig):
 
 
 def gpt_config_from_hf(hf_config) -> GPTConfig:
-    """From a ``transformers.GPT2Config`` (its three dropouts must agree: we have
-    one)."""
+    """From a ``transformers.GPT2Config`` whose three dropouts agree (we have one)."""
     hf = hf_config.to_dict()
     if not hf["resid_pdrop"] == hf["embd_pdrop"] == hf["attn_pdrop"]:
         raise ValueError(

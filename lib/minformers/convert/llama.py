@@ -6,8 +6,8 @@ import torch
 from minformers.convert import key_pattern
 from minformers.llama import LlamaConfig
 
-# Our config fields -> transformers.LlamaConfig's (rope_theta sits inside its
-# rope_parameters dict).
+# Our config fields -> transformers.LlamaConfig's.
+# Its rope_theta sits inside the rope_parameters dict.
 _HF_NAMES = {
     "vocab_size": "vocab_size", "d_model": "hidden_size", "n_layers": "num_hidden_layers",
     "n_heads": "num_attention_heads", "n_kv_heads": "num_key_value_heads", "d_ff": "intermediate_size",
@@ -193,9 +193,8 @@ def unpermute_gguf_rope_rows(weight: torch.Tensor, n_heads: int) -> torch.Tensor
     scores, since q and k are reordered alike and a dot product ignores the channels'
     order.
 
-    >>> unpermute_gguf_rope_rows(
-    ...     torch.tensor([[0], [4], [1], [5], [2], [6], [3], [7]]), n_heads=1
-    ... ).flatten()
+    >>> rows = torch.tensor([[0], [4], [1], [5], [2], [6], [3], [7]])
+    >>> unpermute_gguf_rope_rows(rows, n_heads=1).flatten()
     tensor([0, 1, 2, 3, 4, 5, 6, 7])
     """
     rows, C = weight.shape
@@ -274,10 +273,11 @@ def load_gguf_llama(path, gguf_file=None):
         if key is None:
             raise ValueError(f"{path} has a tensor {name!r} that our Llama does not")
         # GGUF lists dimensions fastest first ([C, V] for the embedding); dequantize
-        # returns numpy's (V, C) order. float32 tensors come back as read-only views
+        # returns numpy's (V, C) order.
         if tensor.ggml_type in BLOCK_BYTES:  # ours: gguf's floats, bit for bit, faster
             weight = dequantize_gguf(tensor.data, tensor.ggml_type)
         else:
+            # float32 tensors come back as read-only views, which np.require copies
             values = gguf.dequantize(
                 tensor.data, gguf.GGMLQuantizationType(tensor.ggml_type)
             )

@@ -1,6 +1,5 @@
-"""Our LoRA adapters as PEFT's: the same base weights, A and B, in a ``peft.LoraModel``
-(what ``get_peft_model`` builds for a Hugging Face model), to check one against the
-other."""
+"""Our LoRA adapters as PEFT's, to check one against the other: the same base weights,
+A and B, in the ``peft.LoraModel`` that ``get_peft_model`` builds for a HF model."""
 
 import copy
 

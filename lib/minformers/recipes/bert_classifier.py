@@ -1,11 +1,11 @@
 """Fine-tuning the course's shared encoder as a classifier, on two tasks: the sentiment
 of movie reviews, and the topic of BBC articles it never read (``news.topic_task``).
-The body is the one the encoder-pretraining page trained (``bert_pretraining.
-shared_encoder``) or, as the control, the same network from random weights; the head
-is new (BERT's, on the pooled ``[CLS]``, or one on the mean of the last hidden
-states), and it can start as the frozen body's linear probe (``probe_first``). Each
-function here is one whole run, so that a page can send several seeds of each to
-worker processes (``parallel.map_in_workers``).
+The body is the one the encoder-pretraining page trained
+(``bert_pretraining.shared_encoder``) or, as the control, the same network from random
+weights; the head is new (BERT's, on the pooled ``[CLS]``, or one on the mean of the
+last hidden states), and it can start as the frozen body's linear probe
+(``probe_first``). Each function here is one whole run, so that a page can send several
+seeds of each to worker processes (``parallel.map_in_workers``).
 
     >>> run = EncoderFineTuneRun(pretrained=False, seed=2, pooling="mean")
     >>> # sentences drawn in one run: more than half the training split
@@ -39,11 +39,10 @@ class EncoderFineTuneRun:
 
     # False: the same network from random weights, the control for pretraining
     pretrained: bool = True
-    # the random weights (body of the control, head of both) and the order of the
-    # batches
+    # the random weights (body of the control, head of both) and the batch order
     seed: int = 0
-    # "cls": BERT's head, on the pooled [CLS]; "mean": on the mean of the last hidden
-    # states
+    # "cls": BERT's head, on the pooled [CLS]; "mean": on the mean of the
+    # last hidden states
     pooling: str = "cls"
     schedule: TrainConfig = TrainConfig(
         steps=150, lr=1e-3, warmup_steps=15, eval_every=50

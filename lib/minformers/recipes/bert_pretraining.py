@@ -1,10 +1,10 @@
 """Pretraining a tiny BERT on BBC news: one recipe that the BERT page runs and explains,
 and that the fine-tuning page starts from.
 
-Over 350 lines: the recipe of the course's shared encoder, used by nine pages: batches,
+This is the whole recipe of the course's shared encoder, used by nine pages: batches,
 masking, the MLM, NSP and ELECTRA losses, and the run that trains or loads it.
 
-    corpus = news_corpus()  # NSP pairs and a 3,000-piece vocabulary (minformers.recipes.news)
+    corpus = news_corpus()  # NSP pairs and a 3,000-piece vocabulary (recipes.news)
     model, history = pretrain_tiny_bert(corpus)  # trained, or loaded from a checkpoint
 
 A batch pads the pairs and masks them afresh:
@@ -14,9 +14,8 @@ A batch pads the pairs and masks them afresh:
     >>> pair = SentencePair(
     ...     input_ids=[2, 5, 3, 6, 7, 3], segment_ids=[0, 0, 0, 1, 1, 1], is_next=1
     ... )
-    >>> batch = pretraining_batch(
-    ...     tokenizer, [pair] * 4, torch.Generator().manual_seed(0)
-    ... )
+    >>> generator = torch.Generator().manual_seed(0)
+    >>> batch = pretraining_batch(tokenizer, [pair] * 4, generator)
     >>> # is_next=1 becomes NSP label 0, as in BERT
     >>> batch.input_ids.shape, batch.nsp_labels.tolist()
     (torch.Size([4, 6]), [0, 0, 0, 0])
@@ -49,7 +48,9 @@ from minformers.objectives import (
 )
 from minformers.recipes.news import NewsCorpus, news_corpus
 from minformers.support.arguments import require_size
-from minformers.train import History, TrainConfig, checkpoint_path, train
+from minformers.support.checkpoints import checkpoint_path
+from minformers.support.history import History
+from minformers.train import TrainConfig, train
 from minformers.wordpiece import WordPieceTokenizer
 
 
@@ -145,24 +146,17 @@ def masked_position_losses(
 
     >>> from minformers.recipes.news import SPECIALS
     >>> tokenizer = WordPieceTokenizer([*SPECIALS, "news", "today", "rain"])
-    >>> pair = SentencePair(
-    ...     input_ids=[2, 5, 6, 7, 5, 3], segment_ids=[0] * 6, is_next=1
-    ... )
-    >>> batch = pretraining_batch(
-    ...     tokenizer, [pair] * 8, torch.Generator().manual_seed(0), mask_rate=0.5
-    ... )
+    >>> pair = SentencePair([2, 5, 6, 7, 5, 3], segment_ids=[0] * 6, is_next=1)
+    >>> generator = torch.Generator().manual_seed(0)
+    >>> batch = pretraining_batch(tokenizer, [pair] * 8, generator, mask_rate=0.5)
     >>> _ = torch.manual_seed(0)
     >>> model = BertForPreTraining(BertConfig.tiny(vocab_size=8))
     >>> losses = masked_position_losses(model, batch)
-    >>> (
-    ...     len(losses) == int((batch.mlm_labels != -100).sum()),
-    ...     round(
-    ...         losses.mean().item()
-    ...         - prediction_scores(model, batch, tokenizer)["all predicted"]["loss"],
-    ...         6,
-    ...     ),
-    ... )
-    (True, 0.0)
+    >>> len(losses) == int((batch.mlm_labels != -100).sum())
+    True
+    >>> mean_loss = prediction_scores(model, batch, tokenizer)["all predicted"]["loss"]
+    >>> round(losses.mean().item() - mean_loss, 6)
+    0.0
     """
     model.eval()
     predicted = batch.mlm_labels != IGNORE_INDEX  # (B, T)
@@ -188,24 +182,17 @@ def prediction_scores(
 
     >>> from minformers.recipes.news import SPECIALS
     >>> tokenizer = WordPieceTokenizer([*SPECIALS, "news", "today", "rain"])
-    >>> pair = SentencePair(
-    ...     input_ids=[2, 5, 6, 7, 5, 3], segment_ids=[0] * 6, is_next=1
-    ... )
-    >>> batch = pretraining_batch(
-    ...     tokenizer, [pair] * 8, torch.Generator().manual_seed(0), mask_rate=0.5
-    ... )
+    >>> pair = SentencePair([2, 5, 6, 7, 5, 3], segment_ids=[0] * 6, is_next=1)
+    >>> generator = torch.Generator().manual_seed(0)
+    >>> batch = pretraining_batch(tokenizer, [pair] * 8, generator, mask_rate=0.5)
     >>> _ = torch.manual_seed(0)
-    >>> scores = prediction_scores(
-    ...     BertForPreTraining(BertConfig.tiny(vocab_size=8)), batch, tokenizer
-    ... )
-    >>> scores["all predicted"]["count"] == scores["unmasked"]["count"] == int(
-    ...     (batch.mlm_labels != -100).sum()
-    ... )
+    >>> model = BertForPreTraining(BertConfig.tiny(vocab_size=8))
+    >>> scores = prediction_scores(model, batch, tokenizer)
+    >>> predicted = int((batch.mlm_labels != -100).sum())
+    >>> scores["all predicted"]["count"] == scores["unmasked"]["count"] == predicted
     True
-    >>> scores["all predicted"]["count"] == sum(
-    ...     scores[seen]["count"]
-    ...     for seen in ("[MASK]", "a wrong token", "the true token")
-    ... )
+    >>> groups = ("[MASK]", "a wrong token", "the true token")
+    >>> scores["all predicted"]["count"] == sum(scores[g]["count"] for g in groups)
     True
     """
     model.eval()
@@ -352,11 +339,9 @@ class PretrainingRun:
     schedule: TrainConfig = TrainConfig(
         steps=360, lr=2e-3, warmup_steps=36, eval_every=90
     )
-    # examples per step, each freshly masked (for the same compute, 16 x 480 steps beat
-    # 32 x 240)
+    # examples per step, each freshly masked; small, to buy more steps for the compute
     batch_size: int = 16
-    # validation examples, masked once with a fixed seed so every evaluation sees the
-    # same
+    # validation examples, masked once with a fixed seed: every evaluation sees the same
     validation_size: int = 256
     # BertConfig.tiny overrides, e.g. (("n_layers", 4),)
     model_changes: tuple[tuple[str, object], ...] = ()
@@ -365,25 +350,25 @@ class PretrainingRun:
     # into full blocks (RoBERTa, ELECTRA)
     sentence_task: str = "nsp"
     # "dynamic": a new mask each time an example is drawn; "static": one mask per
-    # example
+    # example, drawn once
     masking: str = "dynamic"
     # train on only the first this many examples (to see several epochs); None: all
     train_size: int | None = None
-    # with "none": the first short_fraction of the steps use blocks this long, as many
+    # with "none": the first short_fraction of the steps use blocks short_len long, as
+    # many more per batch as keeps the tokens per step equal, as BERT trained on 128
+    # tokens before 512
     short_len: int | None = None
-    # more per batch as keeps the tokens per step equal (BERT's 128-then-512 schedule)
     short_fraction: float = 0.0
-    # "mlm": BertForPreTraining; "electra": replaced-token detection
-    # (minformers.electra)
+    # "mlm": BertForPreTraining; "electra": replaced-token detection, minformers.electra
     objective: str = "mlm"
     rtd_weight: float = 50.0  # ELECTRA's lambda on the discriminator's loss
-    # > 0: every evaluation also fits a sentiment probe on this many reviews
-    # ("probe_accuracy")
+    # > 0: every evaluation also fits a sentiment probe on this many reviews and
+    # logs its "probe_accuracy"
     probe_size: int = 0
-    # share of ordinary tokens chosen for prediction (BERT's 15%), in training and
-    # validation
+    # share of ordinary tokens chosen for prediction (BERT's 15%), in training
+    # and validation alike
     mask_rate: float = 0.15
-    # a chosen token's (mask, random, keep) shares: BERT's
+    # a chosen token's (mask, random, keep) shares, BERT's by default
     mask_split: tuple[float, float, float] = (0.8, 0.1, 0.1)
     # "unigram": the MLM decoder's bias starts at the log frequencies of the training
     # tokens, so the first steps need not spend themselves learning how common each
@@ -625,15 +610,10 @@ class PretrainingRun:
 # page, loaded by the encoder pages after it. RoBERTa's recipe (MLM alone on contiguous
 # blocks, masked afresh at every draw) with BERT's schedule of short blocks first:
 # 16-token blocks for the first 60% of the steps, 256 of them a step, then the corpus's
-# 32-token blocks, 128 a step, so every step reads 4,096 tokens. The same model with
-# 32-token blocks from the start, or with half as many short blocks a step, stayed
-# within a few tenths of a nat of the unigram floor at [MASK] over 1,500 steps
-# (benchmarks/bench_encoder_plateau.py). 1,200 steps with 60% short ended 0.3 nats
-# above 1,500 with 80% short, and take a fifth less time: most of the drop below the
-# floor comes after the switch to 32-token blocks. Held-out [MASK] loss against a floor
-# of 6.60: 5.60 after 1,000 steps, 5.40 after 1,100, 5.27 after 1,200. 1,200, because
-# pretraining_probes' noun agreement is within noise of chance after 1,100 (54%, +1.3
-# standard errors) and clear of it after 1,200 (62%, +3.6).
+# 32-token blocks, 128 a step, so every step reads 4,096 tokens. Without the short
+# blocks first the model stays near the unigram floor at [MASK] for this many steps;
+# benchmarks/bench_encoder_plateau.py measures the schedules against each other. The
+# step count is the least at which pretraining_probes' noun agreement clears chance.
 ENCODER_RUN = PretrainingRun.roberta(
     schedule=TrainConfig(steps=1200, lr=2e-3, warmup_steps=100, eval_every=150),
     batch_size=128,

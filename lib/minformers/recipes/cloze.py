@@ -2,20 +2,19 @@
 language model knows from how it ranks the candidates for the gap (Petroni et al., 2019,
 for facts; Goldberg, 2019, for agreement).
 
-Over 350 lines: the probes (name facts, agreement), their ranking and their baselines:
-one page's experiment, read together.
+The probes (name facts, agreement), their ranking and their baselines are one page's
+experiment, kept together to be read together.
 
 The probes here are built from text, not written by hand, so that what they test is
 known to occur in the training text, and how often:
 
 - **names**: two-word names in which the first word settles the second, found by
-counting word pairs in the
-  training text ("Tony" is followed by "Blair" in most of its occurrences); a sentence
-  that names one becomes a probe with the second word masked, scored among the second
-  words of all the names;
-- **agreement**: a subject followed by is/are, was/were or has/have; the verb is masked,
-and the probe is passed
-  when the model scores the form the sentence uses above the form of the other number.
+  counting word pairs in the training text ("Tony" is followed by "Blair" in most of
+  its occurrences); a sentence that names one becomes a probe with the second word
+  masked, scored among the second words of all the names;
+- **agreement**: a subject followed by is/are, was/were or has/have; the verb is
+  masked, and the probe is passed when the model scores the form the sentence uses
+  above the form of the other number.
 
 Answers are single pieces of the vocabulary: a name whose second word WordPiece splits
 is left out, so every probe has exactly one [MASK]. A candidate tied with the answer
@@ -24,9 +23,10 @@ nothing:
 
     >>> # (N, V): two probes, four pieces
     >>> logits = torch.tensor([[0.0, 3.0, 1.0, 2.0], [5.0, 0.0, 5.0, 1.0]])
-    >>> candidate_ranks(logits, torch.tensor([1, 2, 3]), torch.tensor([3, 2]))  # 3 below 1; 2 above 1 and 3
+    >>> # probe 1's answer 3 scores below 1; probe 2's answer 2 scores above 1 and 3
+    >>> candidate_ranks(logits, torch.tensor([1, 2, 3]), torch.tensor([3, 2]))
     tensor([2, 1])
-    >>> # a tie counts against
+    >>> # a tie counts against the answer
     >>> candidate_ranks(logits, torch.tensor([[0, 2], [0, 2]]), torch.tensor([0, 0]))
     tensor([2, 2])
 """
@@ -55,9 +55,10 @@ if TYPE_CHECKING:
 VERB_PAIRS = (("is", "are"), ("was", "were"), ("has", "have"))
 OTHER_FORM = {form: other for pair in VERB_PAIRS for form, other in (pair, pair[::-1])}
 # Where a subject meets its verb. The verb is the group "answer"; the first match in a
-# sentence is used. "the economy is", "the figures are"
+# sentence is used.
+# a noun subject: "the economy is", "the figures are"
 NOUN_SUBJECT = r"\b[Tt]he [a-z]+ (?P<answer>is|are|was|were|has|have)\b"
-# "they have"
+# a pronoun subject: "they have"
 PRONOUN_SUBJECT = (
     r"\b(?:[Hh]e|[Ss]he|[Ii]t|[Tt]hey|[Ww]e) (?P<answer>is|are|was|were|has|have)\b"
 )
@@ -133,22 +134,10 @@ def name_facts(
     Second is its most frequent follower), where Second is one piece of ``tokenizer``'s
     vocabulary; most frequent first.
 
-    >>> vocab = [
-    ...     "[PAD]",
-    ...     "[UNK]",
-    ...     "[CLS]",
-    ...     "[SEP]",
-    ...     "[MASK]",
-    ...     "tony",
-    ...     "blair",
-    ...     "said",
-    ...     ".",
-    ... ]
-    >>> name_facts(
-    ...     "Tony Blair said. Tony Blair said. Tony said.",
-    ...     WordPieceTokenizer(vocab),
-    ...     min_count=2,
-    ... )
+    >>> specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    >>> vocab = [*specials, "tony", "blair", "said", "."]
+    >>> text = "Tony Blair said. Tony Blair said. Tony said."
+    >>> name_facts(text, WordPieceTokenizer(vocab), min_count=2)
     [NameFact(first='Tony', second='Blair', count=2, share=0.6666666666666666)]
     """
     require_size("min_count", min_count)
@@ -187,9 +176,8 @@ def mask_span(
     position, the word's id), or None if the word is not one piece. The span must start
     and end at word boundaries, so that the pieces around it are the sentence's own.
 
-    >>> tokenizer = WordPieceTokenizer(
-    ...     ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "it", "is", "late", "."]
-    ... )
+    >>> specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    >>> tokenizer = WordPieceTokenizer([*specials, "it", "is", "late", "."])
     >>> mask_span(tokenizer, "It is late.", 3, 5, max_len=6)
     ((2, 5, 4, 7, 8, 3), 2, 6)
     >>> # room for two pieces: "it [MASK]"
@@ -329,8 +317,7 @@ def agreement_probes(
 def candidate_ranks(
     logits: torch.Tensor, candidate_ids: torch.Tensor, answer_ids: torch.Tensor
 ) -> torch.Tensor:
-    """Rank of each answer among its candidates by logit, 1 = the model's first choice,
-    (N,).
+    """(N,): the rank of each answer among its candidates by logit, 1 = first choice.
 
     ``logits`` (N, V) at each probe's [MASK]; ``candidate_ids`` (K,), shared by all
     probes, or (N, K), distinct within a row and holding that row's answer;

@@ -11,11 +11,9 @@ apart, as the BERT pages split MLM's loss at [MASK] from its loss at tokens the 
 saw.
 
     >>> ids = DenoisingIds(mask=3, sentinels=(10, 11, 12))
-    >>> example = corrupt(
-    ...     "BART text infilling", [20, 21, 22, 23, 24, 25], ids, random.Random(0)
-    ... )
-    >>> # BART's decoder writes the whole text
-    >>> example.targets == [20, 21, 22, 23, 24, 25, EOS]
+    >>> tokens = [20, 21, 22, 23, 24, 25]
+    >>> example = corrupt("BART text infilling", tokens, ids, random.Random(0))
+    >>> example.targets == tokens + [EOS]  # BART's decoder writes the whole text
     True
     >>> len(example.hidden) == len(example.targets)
     True
@@ -42,7 +40,9 @@ from minformers.encoder_decoder import (
     shift_right,
 )
 from minformers.objectives import pad
-from minformers.train import History, TrainConfig, checkpoint_path, train
+from minformers.support.checkpoints import checkpoint_path
+from minformers.support.history import History
+from minformers.train import TrainConfig, train
 
 OBJECTIVES = ("T5 span corruption", "BART text infilling")
 
@@ -57,16 +57,14 @@ class DenoisingIds:
 class Corrupted:
     inputs: list[int]  # what the encoder reads, ending with </s>
     targets: list[int]  # what the decoder writes, ending with </s>
-    # per target token: True if it was cut out of the input (only the context can give
-    # it)
+    # per target token: True if cut out of the input, so that only the context gives it
     hidden: list[bool]
 
 
 def corrupt(
     objective: str, tokens: Sequence[int], ids: DenoisingIds, rng: random.Random
 ) -> Corrupted:
-    """One training example of ``objective`` (one of OBJECTIVES) from a sentence's
-    tokens."""
+    """A training example of ``objective``, one of OBJECTIVES, from a sentence's ids."""
     if objective == "T5 span corruption":
         inputs, targets = span_corruption(tokens, ids.sentinels, rng)
         # the target is sentinels and the spans' tokens
@@ -92,8 +90,7 @@ class DenoisingBatch:
 def denoising_batch(
     objective: str, sentences: Sequence[Sequence[int]], ids: DenoisingIds, seed: int
 ) -> DenoisingBatch:
-    """The sentences corrupted afresh with a generator seeded by ``seed``, and
-    padded."""
+    """The sentences corrupted afresh, with a generator seeded by ``seed``; padded."""
     rng = random.Random(seed)
     examples = [corrupt(objective, tokens, ids, rng) for tokens in sentences]
     sources, _ = pad([example.inputs for example in examples], PAD)

@@ -37,7 +37,7 @@ class Bandit:
         return torch.randn(self.answers, generator=draw).mul(1.5).log_softmax(0)
 
     def reward(self) -> torch.Tensor:
-        """The true reward of each answer, (answers,), independent of how common it is."""
+        """The true reward of each answer, (answers,), unrelated to how common it is."""
         draw = torch.Generator().manual_seed(self.seed + 1)
         return torch.randn(self.answers, generator=draw)
 

@@ -1,6 +1,7 @@
-"""DPO on text: the Shakespeare GPT taught to write lines that a sentiment lexicon scores
-higher, as in the DPO paper's IMDb experiment but with a reward anyone can read: the
-summed valence of the completion's words in VADER's lexicon (Hutto and Gilbert 2014).
+"""DPO on text: the Shakespeare GPT taught to write lines that a sentiment lexicon
+scores higher, as in the DPO paper's IMDb experiment but with a reward anyone can read:
+the summed valence of the completion's words in VADER's lexicon (Hutto and Gilbert
+2014).
 
 The GPT page's model is the reference. Each prompt is a short stretch of Shakespeare;
 two completions sampled from the reference make a pair, ordered by a Bradley-Terry draw

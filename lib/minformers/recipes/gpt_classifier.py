@@ -2,8 +2,8 @@
 head reads the last block's hidden state at an *extract* token appended to the text, and
 training may keep the language-modelling loss as an auxiliary objective,
 
-    L3 = L2 + lambda * L1,   L2 = cross-entropy of the classes,   L1 = next-token loss
-    on the same inputs.
+    L3 = L2 + lambda * L1,
+    L2 = cross-entropy of the classes,   L1 = next-token loss on the same inputs.
 
 The pretraining text here is the movie reviews' training sentences (unlabelled), with a
 byte-level BPE trained on them; ``finetuning.fit_classifier(..., lm_weight=lambda)``
@@ -12,9 +12,7 @@ lambda, a seed) that a worker process can run alone, so that a page can compare 
 seeds of each setting in the time of a few.
 
     >>> from minformers.bpe import ByteBPETokenizer, train_bpe
-    >>> vocab, merges = train_bpe(
-    ...     "good film bad film", 260, special_tokens=SPECIAL_TOKENS
-    ... )
+    >>> vocab, merges = train_bpe("good film bad film", 260, SPECIAL_TOKENS)
     >>> tokenizer = ByteBPETokenizer(vocab, merges, special_tokens=SPECIAL_TOKENS)
     >>> ids, lengths = encode_for_classifier(tokenizer, ["good", "bad film"], max_len=8)
     >>> [tokenizer.decode(row[:n]) for row, n in zip(ids.tolist(), lengths)]
@@ -34,11 +32,13 @@ from torch import nn
 from minformers.bpe import ByteBPETokenizer, train_bpe
 from minformers.finetuning import FineTuneResult, fine_tune_and_score
 from minformers.gpt import GPT
-from minformers.language_modeling import LMRun, TextCorpus, train_language_model
+from minformers.language_modeling import TextCorpus
 from minformers.objectives import pad
+from minformers.recipes.language_model_run import LMRun, train_language_model
 from minformers.support import data
 from minformers.support.arguments import require_size
-from minformers.train import TrainConfig, cached_in_build
+from minformers.support.checkpoints import cached_in_build
+from minformers.train import TrainConfig
 
 # ends (and so starts) each text; GPT-1's extract token
 END, CLASSIFY = "<|endoftext|>", "<|classify|>"
@@ -108,8 +108,8 @@ class ClassifierOutput:
 
 
 class GPTClassifier(nn.Module):
-    """A GPT body and a linear head on the hidden state of each row's last token (the
-    extract token)."""
+    """A GPT body and a linear head on the hidden state of each row's last token
+    (the extract token)."""
 
     def __init__(self, gpt: GPT, num_classes: int = 2):
         super().__init__()
@@ -143,12 +143,9 @@ def text_lm_loss(
     token t + 1; the padding is no target, nor is the extract token (at length-1), which
     no text ever continues with.
 
-    >>> round(
-    ...     text_lm_loss(
-    ...         torch.zeros(1, 5, 7), torch.tensor([[0, 3, 4, 1, 0]]), torch.tensor([4])
-    ...     ).item(),
-    ...     4,
-    ... )
+    >>> ids, lengths = torch.tensor([[0, 3, 4, 1, 0]]), torch.tensor([4])
+    >>> # uniform logits over 7 tokens: ln 7 at each of the two text predictions
+    >>> round(text_lm_loss(torch.zeros(1, 5, 7), ids, lengths).item(), 4)
     1.9459
     """
     # the index of each target token
@@ -193,8 +190,8 @@ def body_for(pretraining: LMRun, seed: int, pretrained: bool = True) -> GPT:
 
 
 def classifier_for(run: FineTuneRun) -> GPTClassifier:
-    """The run's starting point: ``body_for`` its pretraining, and a head drawn from
-    ``run.seed``."""
+    """The run's starting point: ``body_for`` its pretraining, and a head
+    drawn from ``run.seed``."""
     return GPTClassifier(body_for(run.pretraining, run.seed, run.pretrained))
 
 

@@ -1,5 +1,5 @@
-"""GPT-1's input transformations (Radford et al., 2018): a task with structure (a pair of
-texts, a context and candidate answers) becomes one or more ordinary token sequences,
+"""GPT-1's input transformations (Radford et al., 2018): a task with structure (a pair
+of texts, a context and candidate answers) becomes one or more ordinary token sequences,
 texts joined by a delimiter and closed by the extract token, so that the pretrained body
 is fine-tuned unchanged. Two tasks built from the movie reviews try them, beside the
 zero-shot score GPT-1 also measured: the language model's own likelihood, untrained for
@@ -25,9 +25,9 @@ from torch import nn
 from minformers.bpe import ByteBPETokenizer
 from minformers.finetuning import FineTuneResult, fine_tune_and_score
 from minformers.gpt import GPT
-from minformers.language_modeling import LMRun
 from minformers.objectives import IGNORE_INDEX, pad
 from minformers.recipes.gpt_classifier import SPECIAL_TOKENS, body_for, review_corpus
+from minformers.recipes.language_model_run import LMRun
 from minformers.support import data
 from minformers.support.arguments import require_size
 from minformers.train import TrainConfig
@@ -40,13 +40,13 @@ def encode_sequences(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """GPT-1's input transformations for structured inputs. Each row holds K token
     sequences; each sequence is text segments joined by ``END`` (GPT-1's delimiter;
-    here also the text boundary the body was pretrained on), ``END seg_1 END seg_2 ...
-    CLASSIFY``, each segment cut to an equal share of ``max_len``. Returns ids
-    (N, K, T), right-padded with ``END``, and lengths (N, K).
+    here also the text boundary the body was pretrained on),
+    ``END seg_1 END seg_2 ... CLASSIFY``, each segment cut to an equal share of
+    ``max_len``. Returns ids (N, K, T), right-padded with ``END``, and lengths (N, K).
 
     A pair with no order (similarity) is given in both orders, ((a, b), (b, a)); a
-    multiple choice is one sequence per candidate, ((context, answer_1), (context,
-    answer_2), ...).
+    multiple choice is one sequence per candidate,
+    ((context, answer_1), (context, answer_2), ...).
     """
     require_size("max_len", max_len, minimum=3)
     k = len(rows[0]) if rows else 0
@@ -165,8 +165,8 @@ class StructuredRun:
 def encoded_task(
     task: str, split: str, max_len: int
 ) -> tuple[tuple[torch.Tensor, torch.Tensor], torch.Tensor]:
-    """A task's split as the body reads it, encoded once per process: ((ids, lengths),
-    labels)."""
+    """A task's split as the body reads it, encoded once per process:
+    ((ids, lengths), labels)."""
     if task not in TASKS:
         raise ValueError(f"task must be one of {sorted(TASKS)}, got {task!r}")
     rows, labels = TASKS[task][0](split)

@@ -23,12 +23,14 @@ from functools import lru_cache
 
 import torch
 
-from minformers.language_modeling import LMRun, train_language_model
 from minformers.lora import apply_lora
+from minformers.recipes.language_model_run import LMRun, train_language_model
 from minformers.recipes.shakespeare_gpt import shakespeare_characters
 from minformers.sft import greedy_responses, sft_batch, sft_loss
+from minformers.support.checkpoints import checkpoint_path
+from minformers.support.history import History
 from minformers.support.sample_quality import words
-from minformers.train import History, TrainConfig, checkpoint_path, train
+from minformers.train import TrainConfig, train
 
 END = "@"
 TASKS = {
@@ -36,9 +38,9 @@ TASKS = {
     "spell": lambda word: "-".join(word),
     "shout": str.upper,
 }
-# taught later, to the instruction-tuned model (the LoRA page): two skills it has, at once
+# for the LoRA page, taught to the instruction-tuned model: two skills it has, at once
 LATER_TASKS = {"spell-shout": lambda word: "-".join(word.upper())}
-# every linear layer of the GPT (PEFT's "all-linear"); the embedding and head stay frozen
+# every linear layer of the GPT (PEFT's "all-linear"); embedding and head stay frozen
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "out_proj", "up_proj", "down_proj")
 
 
@@ -92,8 +94,8 @@ class SFTRun:
     # "instruction-tuned": from SFTRun()'s result
     start: str = "pretrained"
     tasks: tuple[str, ...] = tuple(TASKS)  # what the examples ask, drawn alike
-    # "response": the loss on the response's tokens only; "all": on every token, the
-    # prompt's too
+    # "response": the loss on the response's tokens only; "all": on every token,
+    # the prompt's too
     loss_on: str = "response"
     # nine runs of this, on two workers, fit the page's budget
     schedule: TrainConfig = TrainConfig(
@@ -211,7 +213,7 @@ def fine_tune(
 
 
 def answers(model: torch.nn.Module, examples: list[Example]) -> list[str]:
-    """What ``model`` answers (greedily, up to its end token) to each example's prompt."""
+    """What ``model`` answers, greedily up to its end token, to each prompt."""
     tokenizer = shakespeare_characters().tokenizer
     prompts = [tokenizer.encode(example.prompt) for example in examples]
     longest = max(len(example.response) for example in examples) + 2

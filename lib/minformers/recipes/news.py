@@ -9,7 +9,8 @@ The vocabularies and the tokenized corpus are cached in this build's checkpoints
 the corpus per process too, so pages and calls with the same settings share one.
 
     >>> tokenizer = NewsByteBPE(*train_bpe("news news news", 265, SPECIALS))
-    >>> tokenizer.special_ids["mask"], [tokenizer.id_to_token[i] for i in tokenizer.encode(" news")]
+    >>> ids = tokenizer.encode(" news")
+    >>> tokenizer.special_ids["mask"], [tokenizer.id_to_token[i] for i in ids]
     (4, ['Ġnews'])
 """
 
@@ -26,7 +27,7 @@ from minformers.finetuning import encode_sentences
 from minformers.objectives import SentencePair, sentence_pairs, split_sentences
 from minformers.support import data
 from minformers.support.arguments import require_size
-from minformers.train import cached_in_build, checkpoint_path
+from minformers.support.checkpoints import cached_in_build, checkpoint_path
 from minformers.wordpiece import WordPieceTokenizer, train_wordpiece
 
 # BERT's, with [PAD] = 0 as BertConfig.pad_id expects
@@ -53,8 +54,8 @@ class NewsByteBPE(ByteBPETokenizer):
             role: self._special_ids[token]
             for role, token in zip(ROLES, SPECIALS, strict=True)
         }
-        # readable names for the ids, as GPT-2 and RoBERTa print them: a space becomes
-        # "Ġ"
+        # readable names for the ids, as GPT-2 and RoBERTa print them:
+        # a space becomes "Ġ"
         self.id_to_token = [
             self.vocab[i].decode("utf-8", errors="replace").replace(" ", "Ġ")
             for i in range(self.vocab_size)

@@ -1,26 +1,24 @@
 """BERT as a next-word predictor: seed 001's claim that a model trained only to
 reconstruct its input can be fine-tuned to predict the next word "with a shift by 1".
 
-Over 350 lines: one page's experiment (its model, data, training and measurements), read
-together.
+The file holds one page's whole experiment (its model, data, training and
+measurements), to be read together.
 
 Two changes turn our BERT into a language model, ``BertForNextWord``:
 
 - a causal mask (``BertModel(..., causal=True)``), so position t reads tokens 0..t and
-never the answer;
+  never the answer;
 - targets shifted by one: the MLM head, whose output matrix is the token embedding
-table, scores at position t
-  the token at t + 1, where MLM scored the token at t.
+  table, scores at position t the token at t + 1, where MLM scored the token at t.
 
-The rest is the objectives page's causal-LM setup (``minformers.recipes.objective_comparison``):
-the same contiguous 32-token blocks of BBC news, drawn in the same order, the same loss
-(``causal_lm_losses``) and a GPT of the tiny BERT's shape (``gpt_config``).
-``train_next_word`` trains any of the three models of the comparison with one recipe,
-``NextWordRun``. The targets, with padding anywhere:
+The rest is the objectives page's causal-LM setup
+(``minformers.recipes.objective_comparison``): the same contiguous 32-token blocks of
+BBC news, drawn in the same order, the same loss (``causal_lm_losses``) and a GPT of the
+tiny BERT's shape (``gpt_config``). ``train_next_word`` trains any of the three models
+of the comparison with one recipe, ``NextWordRun``. The targets, with padding anywhere:
 
-    >>> next_token_targets(
-    ...     torch.tensor([[2, 7, 8, 3, 0]]), torch.tensor([[1, 1, 1, 1, 0]])
-    ... ).tolist()
+    >>> ids, mask = torch.tensor([[2, 7, 8, 3, 0]]), torch.tensor([[1, 1, 1, 1, 0]])
+    >>> next_token_targets(ids, mask).tolist()
     [[7, 8, 3, -100, -100]]
 """
 
@@ -43,7 +41,9 @@ from minformers.recipes.bert_pretraining import PretrainingRun
 from minformers.recipes.news import NewsCorpus
 from minformers.recipes.objective_comparison import ObjectiveRun, causal_lm_losses
 from minformers.support.arguments import require_size
-from minformers.train import History, TrainConfig, checkpoint_path, train
+from minformers.support.checkpoints import checkpoint_path
+from minformers.support.history import History
+from minformers.train import TrainConfig, train
 
 # the three runs of the comparison
 MODELS = ("pretrained BERT", "BERT from scratch", "GPT")
@@ -57,9 +57,8 @@ def next_token_targets(
     and -100 (ignored) otherwise, so the last position, the padding, and (with left
     padding) a pad before the first real token carry no loss.
 
-    >>> next_token_targets(
-    ...     torch.tensor([[0, 0, 5, 6, 7]]), torch.tensor([[0, 0, 1, 1, 1]])
-    ... ).tolist()
+    >>> ids, mask = torch.tensor([[0, 0, 5, 6, 7]]), torch.tensor([[0, 0, 1, 1, 1]])
+    >>> next_token_targets(ids, mask).tolist()
     [[-100, -100, 6, 7, -100]]
     """
     if input_ids.dim() != 2 or attention_mask.shape != input_ids.shape:
@@ -126,11 +125,11 @@ class BertForNextWord(nn.Module):
 
 
 class MaskedNextWord(nn.Module):
-    """A pretrained BERT used as it was trained, with no fine-tuning: to predict token t
-    + 1, it reads tokens 0..t followed by one [MASK], bidirectionally, and its MLM head
-    fills the mask. ``(B, T) -> (B, T, V)`` like a language model (the last position,
-    which has no next token, gets zeros): it costs T - 1 forward passes of up to T
-    tokens per block, where a language model needs one.
+    """A pretrained BERT used as it was trained, with no fine-tuning: to predict token
+    t + 1, it reads tokens 0..t followed by one [MASK], bidirectionally, and its MLM
+    head fills the mask. ``(B, T) -> (B, T, V)`` like a language model (the last
+    position, which has no next token, gets zeros): it costs T - 1 forward passes of up
+    to T tokens per block, where a language model needs one.
     """
 
     def __init__(self, model: BertForPreTraining, mask_id: int, chunk_size: int = 32):
@@ -253,8 +252,8 @@ class NextWordRun:
         return lambda step: batch_for_step(step + 1_000_003 * self.data_seed)
 
     def validation(self, corpus: NewsCorpus) -> tuple[torch.Tensor, torch.Tensor]:
-        """The first ``validation_size`` blocks of the validation articles, and their
-        attention mask."""
+        """The first ``validation_size`` blocks of the validation articles, and
+        their attention mask."""
         return self.objective_run.validation(corpus)
 
     def model(

@@ -44,8 +44,8 @@ def words(text: str) -> list[str]:
 
 
 def join_words(tokens: Sequence[str]) -> str:
-    """The inverse of ``words`` for these texts: no space around a hyphen or before a
-    comma.
+    """The inverse of ``words`` for these texts: no space around a hyphen or
+    before a comma.
 
     >>> join_words(["quatre", "-", "vingts", "mille", ",", "un"])
     'quatre-vingts mille, un'
@@ -99,8 +99,8 @@ class NumberTranslation:
     def tensors(
         self, pairs: Sequence[tuple[str, str]]
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(sources (N, S), targets (N, T)), each row ending with EOS, right-padded with
-        PAD."""
+        """(sources (N, S), targets (N, T)), each row ending with EOS,
+        right-padded with PAD."""
         sources, _ = pad(
             [self.source_vocab.encode(english) for english, _ in pairs], PAD
         )

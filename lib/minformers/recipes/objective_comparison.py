@@ -4,24 +4,26 @@ one downstream test.
 Over 350 lines: four objectives on one corpus at equal compute (bodies, batches, losses,
 FLOP counts), kept in one place so that they stay comparable.
 
-- **causal LM** (GPT): every position predicts the next token, reading only the tokens
-to its left;
-- **MLM** (BERT, here RoBERTa's recipe): 15% of the tokens are masked and predicted from
-both sides;
+- **causal LM** (GPT): every position predicts the next token, reading only the
+  tokens to its left;
+- **MLM** (BERT, here RoBERTa's recipe): 15% of the tokens are masked and predicted
+  from both sides;
 - **span corruption** (T5): spans covering 15% of the tokens become sentinels, and a
-decoder writes them out;
-- **RTD** (ELECTRA): a small generator fills the masked positions, and the body says for
-every token whether it
-  was replaced.
+  decoder writes them out;
+- **RTD** (ELECTRA): a small generator fills the masked positions, and the body says
+  for every token whether it was replaced.
+
+Each is a ``PretrainingObjective`` (``CausalLM``, ``MaskedLM``, ``SpanCorruption``,
+``ReplacedTokenDetection``); an ``ObjectiveRun`` names one and holds its settings.
 
 Every run reads the same contiguous 32-token blocks of the BBC articles
-(``news.news_corpus``), the blocks that step s of
-``PretrainingRun.roberta()`` draws, and every body has the shape of ``BertConfig.tiny``:
-2 post-LN layers, 128 wide, 2 heads, a 512-wide feed-forward, GELU, no dropout. MLM and
-RTD are the BERT pages' ``PretrainingRun`` recipes; causal LM trains our ``GPT`` and
-span corruption our ``EncoderDecoder`` with those sizes. Compute is matched by FLOPs,
-not steps: each objective's training step is counted with ``measure.training_flops``,
-and each run gets the steps its share of the budget buys (``equal_compute_steps``).
+(``news.news_corpus``), the blocks that step s of ``PretrainingRun.roberta()`` draws,
+and every body has the shape of ``BertConfig.tiny``: 2 post-LN layers, 128 wide, 2
+heads, a 512-wide feed-forward, GELU, no dropout. MLM and RTD are the BERT pages'
+``PretrainingRun`` recipes; causal LM trains our ``GPT`` and span corruption our
+``EncoderDecoder`` with those sizes. Compute is matched by FLOPs, not steps: each
+objective's training step is counted with ``measure.training_flops``, and each run gets
+the steps its share of the budget buys (``equal_compute_steps``).
 
     >>> equal_compute_steps({"MLM": 1.4e9, "causal LM": 2.4e9}, budget=1.4e9 * 120)
     {'MLM': 120, 'causal LM': 70}
@@ -41,6 +43,7 @@ it); T5's gives its encoder's output.
 import copy
 import math
 import random
+from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 
 import torch
@@ -66,16 +69,10 @@ from minformers.recipes.bert_pretraining import (
 from minformers.recipes.news import NewsCorpus
 from minformers.similarity import mean_pool
 from minformers.support.arguments import require_size
+from minformers.support.checkpoints import checkpoint_path
+from minformers.support.history import History
 from minformers.support.measure import training_flops
-from minformers.train import History, TrainConfig, checkpoint_path, train
-
-OBJECTIVES = ("causal LM", "MLM", "span corruption", "RTD")
-MODEL_OF = {
-    "causal LM": "GPT",
-    "MLM": "BERT",
-    "span corruption": "T5",
-    "RTD": "ELECTRA",
-}
+from minformers.train import TrainConfig, train
 
 
 def equal_compute_steps(
@@ -206,7 +203,18 @@ def t5_config(body: BertConfig, n_sentinels: int) -> TransformerConfig:
 @dataclass(frozen=True)
 class ObjectiveRun:
     """One objective trained for ``steps`` steps of ``batch_size`` blocks, with the BERT
-    pages' schedule shape (peak ``lr`` after 10% warmup, then cosine decay)."""
+    pages' schedule shape (peak ``lr`` after 10% warmup, then cosine decay).
+
+    The run holds the settings, which name its checkpoint; what differs from one
+    objective to the next (its model, batches, losses and floors) is the code of its
+    ``PretrainingObjective``, to which ``model``, ``body``, ``batch``, ``losses``,
+    ``supervised_positions``, ``body_parameters``, ``floor_log_frequencies`` and
+    ``held_out_nats`` hand over.
+
+    >>> run = ObjectiveRun("span corruption")
+    >>> type(run.pretraining_objective).__name__, run.schedule.warmup_steps
+    ('SpanCorruption', 10)
+    """
 
     objective: str  # one of OBJECTIVES
     steps: int = 100
@@ -248,6 +256,11 @@ class ObjectiveRun:
             )
 
     @property
+    def pretraining_objective(self) -> "PretrainingObjective":
+        """The code of this run's objective, reading its settings from this run."""
+        return OBJECTIVE_TYPES[self.objective](self)
+
+    @property
     def schedule(self) -> TrainConfig:
         return TrainConfig(
             steps=self.steps,
@@ -259,19 +272,15 @@ class ObjectiveRun:
     def bert_run(self) -> PretrainingRun:
         """The BERT pages' recipe that draws this run's blocks (and, for MLM and RTD,
         trains it)."""
-        # zero output bias: GPT's and T5's output layers have no bias to start at the
-        # token frequencies
+        # Zero output bias, because GPT's and T5's output layers have no bias to start
+        # at the token frequencies.
         settings = {
             "schedule": self.schedule,
             "batch_size": self.batch_size,
             "validation_size": self.validation_size,
             "output_bias": "zeros",
         }
-        return (
-            PretrainingRun.electra(**settings)
-            if self.objective == "RTD"
-            else PretrainingRun.roberta(**settings)
-        )
+        return self.pretraining_objective.bert_recipe(**settings)
 
     def body_config(self, corpus: NewsCorpus) -> BertConfig:
         return self.bert_run().config(corpus)
@@ -285,80 +294,25 @@ class ObjectiveRun:
         )
 
     def model(self, corpus: NewsCorpus) -> nn.Module:
-        """The untrained model, from seed 0. MLM's and RTD's bodies start equal
-        (``PretrainingRun.model``)."""
-        if self.objective in ("MLM", "RTD"):
-            return self.bert_run().model(corpus)
-        torch.manual_seed(0)
-        if self.objective == "causal LM":
-            return GPT(gpt_config(self.body_config(corpus)))
-        return EncoderDecoder(t5_config(self.body_config(corpus), self.n_sentinels))
+        return self.pretraining_objective.model(corpus)
 
     def body(self, model: nn.Module) -> nn.Module:
-        """What the downstream tasks read: the encoder (BERT, ELECTRA's discriminator,
-        T5's encoder) or GPT's causal states."""
-        if self.objective == "causal LM":
-            return CausalBody(model)
-        return EncoderBody(model) if self.objective == "span corruption" else model.bert
+        return self.pretraining_objective.body(model)
 
     def batch(self, corpus: NewsCorpus, masked: PretrainingBatch, seed: int):
-        """This objective's batch from the BERT recipe's masked batch of the same
-        blocks: MLM and RTD use it as it is; causal LM takes the original blocks back;
-        span corruption corrupts them afresh with ``seed``."""
-        if self.objective in ("MLM", "RTD"):
-            return masked
-        # undo the masks
-        original = torch.where(
-            masked.mlm_labels != IGNORE_INDEX, masked.mlm_labels, masked.input_ids
-        )
-        if self.objective == "causal LM":
-            return original, masked.attention_mask
-        rows = [
-            row[:length].tolist()
-            for row, length in zip(original, masked.attention_mask.sum(1), strict=True)
-        ]
-        special = corpus.tokenizer.special_ids
-        return span_corruption_batch(
-            rows,
-            self.sentinels(corpus),
-            random.Random(seed),
-            special["cls"],
-            special["sep"],
-            self.noise_density,
-            self.mean_span_length,
-        )
+        return self.pretraining_objective.batch(corpus, masked, seed)
 
     def losses(self, model: nn.Module, batch) -> dict[str, torch.Tensor]:
-        if self.objective in ("MLM", "RTD"):
-            return self.bert_run().losses(model, batch)
-        if self.objective == "causal LM":
-            return causal_lm_losses(model, *batch)
-        return span_corruption_losses(model, *batch)
+        return self.pretraining_objective.losses(model, batch)
 
     def supervised_positions(self, batch) -> int:
-        """Positions of ``batch`` (this objective's) that carry a loss: every real token
-        but a block's first (causal LM), the masked tokens (MLM), the target's real
-        tokens (span corruption), every real token (RTD's discriminator; its generator
-        also predicts the masked ones)."""
-        if self.objective == "causal LM":
-            return int(batch[1][:, 1:].sum())
-        if self.objective == "span corruption":
-            return int((batch[2] != PAD).sum())
-        if self.objective == "MLM":
-            return int((batch.mlm_labels != IGNORE_INDEX).sum())
-        return int(batch.attention_mask.sum())
+        return self.pretraining_objective.supervised_positions(batch)
 
     def body_parameters(self, model: nn.Module) -> int:
-        """Parameters of the body the downstream tasks read. T5's encoder counts its
-        embedding table (shared with the decoder) but not the decoder's layers."""
-        parameters = sum(
-            parameter.numel() for parameter in self.body(model).parameters()
-        )
-        if self.objective == "span corruption":
-            parameters -= sum(
-                parameter.numel() for parameter in model.decoder_layers.parameters()
-            )
-        return parameters
+        return self.pretraining_objective.body_parameters(model)
+
+    def floor_log_frequencies(self, corpus: NewsCorpus) -> torch.Tensor:
+        return self.pretraining_objective.floor_log_frequencies(corpus)
 
     def batches(self, corpus: NewsCorpus):
         """``batch_for_step(step)``: the blocks that ``PretrainingRun.roberta()`` draws
@@ -371,41 +325,6 @@ class ObjectiveRun:
         with fixed seeds."""
         return self.batch(corpus, self.bert_run().validation_batch(corpus), seed=12345)
 
-    def floor_log_frequencies(self, corpus: NewsCorpus) -> torch.Tensor:
-        """(V,) log p of each token among this objective's targets in the training
-        blocks (``unigram_log_frequencies``): what a predictor that reads no context can
-        best answer everywhere. The targets are the next tokens (causal LM), the
-        ordinary tokens, a uniform sample of which is masked (MLM and RTD's generator),
-        or every block's span-corruption target, sentinels and [SEP] included, from one
-        fixed corruption (span corruption). RTD's discriminator has its own floor
-        (``held_out_nats``)."""
-        blocks = [
-            example.input_ids for example in self.bert_run().examples(corpus, "train")
-        ]
-        special = corpus.tokenizer.special_ids
-        # in no objective's targets
-        never = [special["pad"], special["cls"], special["mask"]]
-        if self.objective in ("MLM", "RTD"):
-            return self.bert_run().token_log_frequencies(corpus)
-        if self.objective == "causal LM":
-            return unigram_log_frequencies(
-                [block[1:] for block in blocks], corpus.tokenizer.vocab_size, never
-            )
-        _, _, targets = span_corruption_batch(
-            blocks,
-            self.sentinels(corpus),
-            random.Random(0),
-            special["cls"],
-            special["sep"],
-            self.noise_density,
-            self.mean_span_length,
-        )
-        return unigram_log_frequencies(
-            [row[row != PAD].tolist() for row in targets],
-            corpus.tokenizer.vocab_size + self.n_sentinels,
-            never,
-        )
-
     @torch.no_grad()
     def held_out_nats(
         self,
@@ -416,86 +335,319 @@ class ObjectiveRun:
     ) -> dict[str, "HeldOutNats"]:
         """The model's loss on this objective's ``held_out`` batch (``validation``)
         against the loss of a predictor that reads no context, position by position, in
-        groups; the first group is the objective's own loss:
-
-        - causal LM, "next token": every next token, against ``log_frequencies``
-        (``floor_log_frequencies``);
-        - MLM, by what the model saw at a predicted position (as
-        ``bert_pretraining.prediction_scores``): "[MASK]",
-          the floor that matters; "the true token" (kept, which the model learns to
-          copy) and "a wrong token";
-        - span corruption, "target": the target tokens, sentinels and [SEP] included;
-        then "hidden text", the
-          hidden words alone, against the words' frequencies among the targets (a floor
-          that, like MLM's, has nothing to learn about the target's layout), and
-          "sentinels and [SEP]", that layout;
-        - RTD, "replaced?": every real token, against always answering the held-out
-        share p of replaced tokens
-          (mean: the binary entropy H(p)); and "generator at [MASK]".
-        """
+        groups named by the objective; the first group is the objective's own loss.
+        ``log_frequencies`` is the floor's (``floor_log_frequencies``)."""
         model.eval()
-        if self.objective == "causal LM":
-            input_ids, attention_mask = held_out
-            logits = model(input_ids)[:, :-1]  # (B, T-1, V)
-            real = attention_mask[:, 1:].bool()  # (B, T-1): the next token is real
-            return {
-                "next token": _token_nats(
-                    logits[real], input_ids[:, 1:][real], log_frequencies
-                )
-            }
-        if self.objective == "span corruption":
-            source, decoder_input, target = held_out
-            # (N, V), (N,)
-            logits, target = (
-                model(source, decoder_input)[target != PAD],
-                target[target != PAD],
+        return self.pretraining_objective.held_out_nats(
+            corpus, model, held_out, log_frequencies
+        )
+
+
+class PretrainingObjective(ABC):
+    """What one objective does its own way, for the ``ObjectiveRun`` whose settings it
+    reads: its model and the body that downstream tasks read, its batches made from
+    the BERT recipe's, its losses, and its held-out loss set against its floor."""
+
+    name: str  # as an ObjectiveRun and the page call it
+    model_name: str  # the model the objective is known from
+
+    def __init__(self, run: ObjectiveRun):
+        self.run = run
+
+    def bert_recipe(self, **settings) -> PretrainingRun:
+        """The BERT pages' recipe with these settings: it draws every objective's
+        blocks."""
+        return PretrainingRun.roberta(**settings)
+
+    @abstractmethod
+    def model(self, corpus: NewsCorpus) -> nn.Module:
+        """The untrained model, from seed 0."""
+
+    @abstractmethod
+    def body(self, model: nn.Module) -> nn.Module:
+        """What the downstream tasks read of ``model``."""
+
+    @abstractmethod
+    def batch(self, corpus: NewsCorpus, masked: PretrainingBatch, seed: int):
+        """This objective's batch from the BERT recipe's masked batch of the same
+        blocks; ``seed`` seeds any corruption of its own."""
+
+    @abstractmethod
+    def losses(self, model: nn.Module, batch) -> dict[str, torch.Tensor]:
+        """The training loss ("loss") on one of its batches, and the objective's own
+        metrics."""
+
+    @abstractmethod
+    def supervised_positions(self, batch) -> int:
+        """Positions of ``batch`` that carry a loss."""
+
+    def body_parameters(self, model: nn.Module) -> int:
+        """Parameters of the body the downstream tasks read."""
+        return sum(parameter.numel() for parameter in self.body(model).parameters())
+
+    @abstractmethod
+    def floor_log_frequencies(self, corpus: NewsCorpus) -> torch.Tensor:
+        """(V,) log p of each token among this objective's targets in the training
+        blocks (``unigram_log_frequencies``): what a predictor that reads no context
+        can best answer everywhere."""
+
+    @abstractmethod
+    def held_out_nats(
+        self,
+        corpus: NewsCorpus,
+        model: nn.Module,
+        held_out,
+        log_frequencies: torch.Tensor,
+    ) -> dict[str, "HeldOutNats"]:
+        """The groups of ``ObjectiveRun.held_out_nats``, the model in eval mode and no
+        gradient recorded."""
+
+    def training_blocks(self, corpus: NewsCorpus) -> list[list[int]]:
+        """The ids of every training block, ``[CLS] text [SEP]``."""
+        examples = self.run.bert_run().examples(corpus, "train")
+        return [example.input_ids for example in examples]
+
+    @staticmethod
+    def never_targets(corpus: NewsCorpus) -> list[int]:
+        """The special ids that are in no objective's targets."""
+        special = corpus.tokenizer.special_ids
+        return [special["pad"], special["cls"], special["mask"]]
+
+    @staticmethod
+    def original_blocks(masked: PretrainingBatch) -> torch.Tensor:
+        """(B, T): the masked batch's blocks as they were before masking."""
+        return torch.where(
+            masked.mlm_labels != IGNORE_INDEX, masked.mlm_labels, masked.input_ids
+        )
+
+
+class CausalLM(PretrainingObjective):
+    """GPT's objective: every position predicts the next token, reading only the tokens
+    to its left."""
+
+    name, model_name = "causal LM", "GPT"
+
+    def model(self, corpus: NewsCorpus) -> GPT:
+        torch.manual_seed(0)
+        return GPT(gpt_config(self.run.body_config(corpus)))
+
+    def body(self, model: GPT) -> CausalBody:
+        return CausalBody(model)
+
+    def batch(self, corpus: NewsCorpus, masked: PretrainingBatch, seed: int):
+        """The original blocks, and their attention mask."""
+        return self.original_blocks(masked), masked.attention_mask
+
+    def losses(self, model: GPT, batch) -> dict[str, torch.Tensor]:
+        return causal_lm_losses(model, *batch)
+
+    def supervised_positions(self, batch) -> int:
+        """Every real token but a block's first."""
+        return int(batch[1][:, 1:].sum())
+
+    def floor_log_frequencies(self, corpus: NewsCorpus) -> torch.Tensor:
+        """The frequencies of the next tokens: every token of a block but its first."""
+        return unigram_log_frequencies(
+            [block[1:] for block in self.training_blocks(corpus)],
+            corpus.tokenizer.vocab_size,
+            self.never_targets(corpus),
+        )
+
+    def held_out_nats(self, corpus, model, held_out, log_frequencies):
+        """One group, "next token": every next token, against the floor."""
+        input_ids, attention_mask = held_out
+        logits = model(input_ids)[:, :-1]  # (B, T-1, V)
+        real = attention_mask[:, 1:].bool()  # (B, T-1): the next token is real
+        return {
+            "next token": _token_nats(
+                logits[real], input_ids[:, 1:][real], log_frequencies
             )
-            marks = torch.tensor(
-                [*self.sentinels(corpus), corpus.tokenizer.special_ids["sep"]]
-            )
-            is_mark = torch.isin(target, marks)
-            text_frequencies = log_frequencies.clone()
-            # what is left, renormalised: the hidden words' own frequencies
-            text_frequencies[marks] = -math.inf
-            text_frequencies -= text_frequencies.logsumexp(0)
-            return {
-                "target": _token_nats(logits, target, log_frequencies),
-                "hidden text": _token_nats(
-                    logits[~is_mark], target[~is_mark], text_frequencies
-                ),
-                "sentinels and [SEP]": _token_nats(
-                    logits[is_mark], target[is_mark], log_frequencies
-                ),
-            }
+        }
+
+
+class SpanCorruption(PretrainingObjective):
+    """T5's objective: spans covering 15% of the tokens become sentinels, and a decoder
+    writes them out."""
+
+    name, model_name = "span corruption", "T5"
+
+    def model(self, corpus: NewsCorpus) -> EncoderDecoder:
+        torch.manual_seed(0)
+        config = t5_config(self.run.body_config(corpus), self.run.n_sentinels)
+        return EncoderDecoder(config)
+
+    def body(self, model: EncoderDecoder) -> EncoderBody:
+        return EncoderBody(model)
+
+    def batch(self, corpus: NewsCorpus, masked: PretrainingBatch, seed: int):
+        """The original blocks, span-corrupted afresh with ``seed``."""
+        lengths = masked.attention_mask.sum(1)
+        rows = [
+            row[:length].tolist()
+            for row, length in zip(self.original_blocks(masked), lengths, strict=True)
+        ]
+        return self.corrupt(corpus, rows, random.Random(seed))
+
+    def corrupt(self, corpus: NewsCorpus, blocks: list[list[int]], rng: random.Random):
+        """``span_corruption_batch`` of ``blocks`` with this run's sentinels and span
+        settings."""
+        special = corpus.tokenizer.special_ids
+        return span_corruption_batch(
+            blocks,
+            self.run.sentinels(corpus),
+            rng,
+            special["cls"],
+            special["sep"],
+            self.run.noise_density,
+            self.run.mean_span_length,
+        )
+
+    def losses(self, model: EncoderDecoder, batch) -> dict[str, torch.Tensor]:
+        return span_corruption_losses(model, *batch)
+
+    def supervised_positions(self, batch) -> int:
+        """The target's real tokens."""
+        return int((batch[2] != PAD).sum())
+
+    def body_parameters(self, model: EncoderDecoder) -> int:
+        """T5's encoder counts its embedding table (shared with the decoder) but not the
+        decoder's layers."""
+        decoder = sum(
+            parameter.numel() for parameter in model.decoder_layers.parameters()
+        )
+        return super().body_parameters(model) - decoder
+
+    def floor_log_frequencies(self, corpus: NewsCorpus) -> torch.Tensor:
+        """The frequencies of every block's target, sentinels and [SEP] included, from
+        one fixed corruption."""
+        _, _, targets = self.corrupt(
+            corpus, self.training_blocks(corpus), random.Random(0)
+        )
+        return unigram_log_frequencies(
+            [row[row != PAD].tolist() for row in targets],
+            corpus.tokenizer.vocab_size + self.run.n_sentinels,
+            self.never_targets(corpus),
+        )
+
+    def held_out_nats(self, corpus, model, held_out, log_frequencies):
+        """Three groups: "target", the target tokens, sentinels and [SEP] included;
+        "hidden text", the hidden words alone, against the words' frequencies among the
+        targets (a floor that, like MLM's, has nothing to learn about the target's
+        layout); and "sentinels and [SEP]", that layout."""
+        source, decoder_input, target = held_out
+        # (N, V), (N,)
+        logits, target = (
+            model(source, decoder_input)[target != PAD],
+            target[target != PAD],
+        )
+        marks = torch.tensor(
+            [*self.run.sentinels(corpus), corpus.tokenizer.special_ids["sep"]]
+        )
+        is_mark = torch.isin(target, marks)
+        text_frequencies = log_frequencies.clone()
+        # what is left, renormalised: the hidden words' own frequencies
+        text_frequencies[marks] = -math.inf
+        text_frequencies -= text_frequencies.logsumexp(0)
+        return {
+            "target": _token_nats(logits, target, log_frequencies),
+            "hidden text": _token_nats(
+                logits[~is_mark], target[~is_mark], text_frequencies
+            ),
+            "sentinels and [SEP]": _token_nats(
+                logits[is_mark], target[is_mark], log_frequencies
+            ),
+        }
+
+
+class BertRecipeObjective(PretrainingObjective):
+    """MLM and RTD: the BERT pages' recipes, which train on the masked batch as it is.
+    Their bodies start equal (``PretrainingRun.model``)."""
+
+    def model(self, corpus: NewsCorpus) -> nn.Module:
+        return self.run.bert_run().model(corpus)
+
+    def body(self, model: nn.Module) -> nn.Module:
+        return model.bert
+
+    def batch(self, corpus: NewsCorpus, masked: PretrainingBatch, seed: int):
+        """The masked batch as it is."""
+        return masked
+
+    def losses(self, model: nn.Module, batch) -> dict[str, torch.Tensor]:
+        return self.run.bert_run().losses(model, batch)
+
+    def floor_log_frequencies(self, corpus: NewsCorpus) -> torch.Tensor:
+        """The frequencies of the ordinary tokens, a uniform sample of which is masked
+        (MLM's, and RTD's generator's, targets)."""
+        return self.run.bert_run().token_log_frequencies(corpus)
+
+    @staticmethod
+    def predicted(corpus: NewsCorpus, held_out: PretrainingBatch):
+        """(N,) each, row-major: the targets of the predicted positions, the token the
+        model was shown there, and whether that was [MASK]."""
         labelled = held_out.mlm_labels != IGNORE_INDEX  # (B, T)
-        # (N,) each, row-major
         targets, shown = held_out.mlm_labels[labelled], held_out.input_ids[labelled]
-        at_mask = shown == corpus.tokenizer.special_ids["mask"]
-        if self.objective == "MLM":
-            output = model(
-                held_out.input_ids,
-                held_out.segment_ids,
-                held_out.attention_mask,
-                held_out.mlm_labels,
-            )
-            groups = {
-                "[MASK]": at_mask,
-                "the true token": shown == targets,
-                "a wrong token": ~at_mask & (shown != targets),
-            }
-            return {
-                name: _token_nats(
-                    output.mlm_logits[where], targets[where], log_frequencies
-                )
-                for name, where in groups.items()
-            }
+        return targets, shown, shown == corpus.tokenizer.special_ids["mask"]
+
+
+class MaskedLM(BertRecipeObjective):
+    """BERT's objective, here RoBERTa's recipe: 15% of the tokens are masked and
+    predicted from both sides."""
+
+    name, model_name = "MLM", "BERT"
+
+    def supervised_positions(self, batch: PretrainingBatch) -> int:
+        """The masked tokens."""
+        return int((batch.mlm_labels != IGNORE_INDEX).sum())
+
+    def held_out_nats(self, corpus, model, held_out, log_frequencies):
+        """Three groups, by what the model saw at a predicted position (as
+        ``bert_pretraining.prediction_scores``): "[MASK]", the floor that matters; "the
+        true token" (kept, which the model learns to copy); and "a wrong token"."""
+        targets, shown, at_mask = self.predicted(corpus, held_out)
+        output = model(
+            held_out.input_ids,
+            held_out.segment_ids,
+            held_out.attention_mask,
+            held_out.mlm_labels,
+        )
+        groups = {
+            "[MASK]": at_mask,
+            "the true token": shown == targets,
+            "a wrong token": ~at_mask & (shown != targets),
+        }
+        return {
+            name: _token_nats(output.mlm_logits[where], targets[where], log_frequencies)
+            for name, where in groups.items()
+        }
+
+
+class ReplacedTokenDetection(BertRecipeObjective):
+    """ELECTRA's objective (RTD): a small generator fills the masked positions, and the
+    body says for every token whether it was replaced."""
+
+    name, model_name = "RTD", "ELECTRA"
+
+    def bert_recipe(self, **settings) -> PretrainingRun:
+        return PretrainingRun.electra(**settings)
+
+    def supervised_positions(self, batch: PretrainingBatch) -> int:
+        """Every real token (the discriminator's; its generator also predicts the masked
+        ones)."""
+        return int(batch.attention_mask.sum())
+
+    def held_out_nats(self, corpus, model, held_out, log_frequencies):
+        """Two groups: "replaced?", every real token, against always answering the
+        held-out share p of replaced tokens (mean: the binary entropy H(p)); and
+        "generator at [MASK]", against the floor."""
+        targets, _, at_mask = self.predicted(corpus, held_out)
         output = electra_forward(  # on the samples training evaluates on
             model,
             held_out.input_ids,
             held_out.mlm_labels,
             held_out.segment_ids,
             held_out.attention_mask,
-            self.bert_run().rtd_weight,
+            self.run.bert_run().rtd_weight,
             torch.Generator().manual_seed(held_out.seed),
         )
         real = held_out.attention_mask.bool()
@@ -513,6 +665,15 @@ class ObjectiveRun:
                 output.mlm_logits[at_mask], targets[at_mask], log_frequencies
             ),
         }
+
+
+# The objectives by name, in the order the page shows them.
+OBJECTIVE_TYPES = {
+    objective.name: objective
+    for objective in (CausalLM, MaskedLM, SpanCorruption, ReplacedTokenDetection)
+}
+OBJECTIVES = tuple(OBJECTIVE_TYPES)
+MODEL_OF = {name: objective.model_name for name, objective in OBJECTIVE_TYPES.items()}
 
 
 @dataclass
@@ -699,12 +860,10 @@ def step_flops(corpus: NewsCorpus, run: ObjectiveRun, samples: int = 4) -> float
 @dataclass
 class Pretrained:
     run: ObjectiveRun
-    # the whole pretraining model (ELECTRA's generator and T5's decoder included), in
-    # eval mode
+    # the whole pretraining model in eval mode, ELECTRA's generator and T5's decoder too
     model: nn.Module
     body: nn.Module  # what the downstream tasks read (``ObjectiveRun.body``)
-    # "loss" (and the objective's own metrics) per step; held-out ones per evaluation
-    # (``pretrain``)
+    # "loss" and the objective's own metrics per step, held-out ones per evaluation
     history: History
 
 

@@ -80,8 +80,8 @@ def weight_costs(model, ids, schemes: dict) -> dict:
 
 
 def input_peaks(model: torch.nn.Module, ids: torch.Tensor) -> dict:
-    """linear layer's name -> the largest magnitude of each channel of its input over
-    ``ids`` (channels,)."""
+    """linear layer's name -> the largest magnitude of each channel of its input
+    over ``ids`` (channels,)."""
     peaks = {}
 
     def record(name):

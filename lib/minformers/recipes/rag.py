@@ -7,14 +7,15 @@ sentence of a passage that holds a number (not a year), blank out its digits, an
 the words around the blank.
 
     >>> passages = split_passages(
-    ...     "Sales rose 5% to $11bn in 2004. Profits fell. The firm has 300 staff in Leeds "
-    ...     "and Hull.",
+    ...     "Sales rose 5% to $11bn in 2004. Profits fell. "
+    ...     "The firm has 300 staff in Leeds and Hull.",
     ...     max_words=9,
     ... )
     >>> passages
     ['Sales rose 5% to $11bn in 2004. Profits fell.', 'The firm has 300 staff in Leeds and Hull.']
     >>> question = fact_questions(passages, seed=0, window=3, min_words=6)[0]
-    >>> question.text, question.answer, question.passage  # the digits are blanked; the unit stays
+    >>> # the digits are blanked; the unit stays
+    >>> question.text, question.answer, question.passage
     ('rose 5% to $____bn in 2004.', '11', 0)
     >>> (
     ...     exact_match(" 11.", "11"),

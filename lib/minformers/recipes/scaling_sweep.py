@@ -4,7 +4,7 @@ several token budgets, each run with its own cosine schedule laid out over its b
 look worse than a run of that length would reach).
 
 Every run is an ``LMRun`` of the character-level recipe
-(``language_modeling.train_language_model``), so a run is saved in this build's
+(``language_model_run.train_language_model``), so a run is saved in this build's
 checkpoints and a page run again loads it instead of training it. Runs go to a pool of
 worker processes, one torch thread each.
 
@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 
 from minformers.gpt import GPTConfig
-from minformers.language_modeling import LMRun
+from minformers.recipes.language_model_run import LMRun
 from minformers.recipes.shakespeare_gpt import shakespeare_characters, train_quietly
 from minformers.scaling import non_embedding_parameters, training_flops_per_token
 from minformers.support.arguments import require_size
@@ -26,9 +26,9 @@ from minformers.support.runtime import log
 from minformers.train import TrainConfig
 
 HEAD_DIM = 16  # heads are about 16 wide: d_model // 16 of them, and at least one
-# Adam's best step size shrinks as a model widens (muP's rule for hidden weights: lr ~ 1
-# / width). Tried at 192 steps with lr 3e-3, 1e-2 and 2e-2: width 16 did best at 2e-2,
-# width 96 at 3e-3, and 0.32 / d_model gives both.
+# Adam's best step size shrinks as a model widens (muP's rule for hidden weights:
+# lr ~ 1 / width), so a run's lr is LR_WIDTH / d_model, with the constant fitted to the
+# best lr of short runs at two widths.
 LR_WIDTH = 0.32
 
 
@@ -105,8 +105,8 @@ class SweepResult:
 
     run: SweepRun
     parameters: int  # N, non-embedding
-    # the run's training compute as our code computes it (``training_flops_per_token`` x
-    # D)
+    # the run's training compute as our code computes it
+    # (``training_flops_per_token`` x D)
     flops: float
     loss: float  # held-out loss (nats per character) at the end
     curve_tokens: list[int]  # tokens seen at each evaluation

@@ -1,14 +1,13 @@
 """Shakespeare as characters: the corpus that the GPT page trains on (with
-``language_modeling.train_language_model``), that later pages start from (generation),
-and on which the modern-decoder page trains a Llama-style decoder with exactly the same
-data and budget.
+``language_model_run.train_language_model``), that later pages start from
+(generation), and on which the modern-decoder page trains a Llama-style decoder with
+exactly the same data and budget.
 
-    corpus = shakespeare_characters()             # 84 characters; every seventh work
-    held out model, history = train_language_model(corpus)  # trained, or loaded from
-    this build's checkpoint
+    corpus = shakespeare_characters()  # 84 characters, every seventh work held out
+    model, history = train_language_model(corpus)  # trained, or this build's checkpoint
 
-Each evaluation of that recipe writes a sample from the prompt "ROMEO:", kept in
-``history.text["sample"]``.
+Each evaluation of that recipe writes a sample from the prompt "ROMEO:",
+kept in ``history.text["sample"]``.
 
     >>> corpus = shakespeare_characters()
     >>> corpus.tokenizer.vocab_size, corpus.held_out[:2]
@@ -22,14 +21,11 @@ from functools import lru_cache
 import torch
 
 from minformers.generation import generate
-from minformers.language_modeling import (
-    CharTokenizer,
-    LMRun,
-    TextCorpus,
-    train_language_model,
-)
+from minformers.language_modeling import CharTokenizer, TextCorpus
+from minformers.recipes.language_model_run import LMRun, train_language_model
 from minformers.support import data
-from minformers.train import History, cached_in_build
+from minformers.support.checkpoints import cached_in_build
+from minformers.support.history import History
 
 PROMPT = "ROMEO:\n"
 

@@ -14,7 +14,8 @@ only. Held-out words and held-out control questions measure both halves.
 import torch
 
 from minformers.sft import greedy_responses, sft_batch, sft_loss
-from minformers.train import History, TrainConfig, train
+from minformers.support.history import History
+from minformers.train import TrainConfig, train
 
 # (word, opposite): the first 32 teach, the last 16 are held out
 OPPOSITES = [

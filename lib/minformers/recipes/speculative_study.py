@@ -14,7 +14,8 @@ import time
 import torch
 
 from minformers.generation import generate
-from minformers.language_modeling import TextCorpus, train_language_model
+from minformers.language_modeling import TextCorpus
+from minformers.recipes.language_model_run import train_language_model
 from minformers.recipes.scaling_sweep import SweepRun
 from minformers.speculative import (
     BigramDraft,

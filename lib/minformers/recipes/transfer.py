@@ -7,10 +7,8 @@ started: ``||theta - theta_0|| / ||theta_0||``, the L2 norms taken over all the 
 of the group together.
 
     >>> initial = {"w": torch.tensor([3.0, 4.0]), "b": torch.tensor([0.0])}
-    >>> # 0.5 / 5
-    >>> relative_distance(
-    ...     initial, {"w": torch.tensor([3.0, 4.5]), "b": torch.tensor([0.0])}
-    ... )
+    >>> final = {"w": torch.tensor([3.0, 4.5]), "b": torch.tensor([0.0])}
+    >>> relative_distance(initial, final)  # 0.5 / 5
     0.1
 """
 
@@ -39,9 +37,8 @@ def vocabulary_subset(
     new ``[UNK]``. For texts drawn from the same set, a model with the cut table
     computes exactly what the full one computes: a row that never occurs is never read.
 
-    >>> kept, lookup = vocabulary_subset(
-    ...     [torch.tensor([[2, 9, 3, 0]])], 12, {"pad": 0, "unk": 1, "cls": 2, "sep": 3}
-    ... )
+    >>> specials = {"pad": 0, "unk": 1, "cls": 2, "sep": 3}
+    >>> kept, lookup = vocabulary_subset([torch.tensor([[2, 9, 3, 0]])], 12, specials)
     >>> # 7 never occurred: it reads as [UNK]
     >>> kept.tolist(), lookup[torch.tensor([2, 9, 3, 0, 7])].tolist()
     ([0, 1, 2, 3, 9], [2, 4, 3, 0, 1])
@@ -142,9 +139,8 @@ class MeanPoolClassifier(nn.Module):
     is the body itself, not a copy: copy it first to keep the original.
 
     >>> from minformers.bert import BertConfig
-    >>> classifier = MeanPoolClassifier(
-    ...     BertModel(BertConfig.tiny(vocab_size=50)), n_classes=3
-    ... )
+    >>> body = BertModel(BertConfig.tiny(vocab_size=50))
+    >>> classifier = MeanPoolClassifier(body, n_classes=3)
     >>> classifier(torch.tensor([[2, 7, 3, 0]]), torch.tensor([[1, 1, 1, 0]])).shape
     torch.Size([1, 3])
     """
@@ -175,8 +171,8 @@ class MeanPoolClassifier(nn.Module):
 
 
 def snapshot(module: nn.Module) -> dict[str, torch.Tensor]:
-    """A copy of ``module``'s parameters by name, detached: theta_0, to compare with
-    after training."""
+    """A copy of ``module``'s parameters by name, detached: theta_0, to compare
+    with after training."""
     return {
         name: parameter.detach().clone()
         for name, parameter in module.named_parameters()
@@ -213,8 +209,8 @@ def relative_distance(
 
 
 def layer_of(name: str) -> str:
-    """The part of a BertModel a parameter belongs to: "embeddings", "layer 1" (for
-    ``layers.0.``...), "pooler".
+    """The part of a BertModel a parameter belongs to: "embeddings", "layer 1"
+    (for ``layers.0.``...), "pooler".
 
     >>> (
     ...     layer_of("layers.0.attention.query.weight"),
@@ -237,9 +233,8 @@ def weight_movement(
     all of them together as "all".
 
     >>> before = {"layers.0.w": torch.ones(4), "layers.1.w": torch.ones(4)}
-    >>> weight_movement(
-    ...     before, {"layers.0.w": torch.ones(4), "layers.1.w": 2 * torch.ones(4)}
-    ... )
+    >>> after = {"layers.0.w": torch.ones(4), "layers.1.w": 2 * torch.ones(4)}
+    >>> weight_movement(before, after)
     {'layer 1': 0.0, 'layer 2': 1.0, 'all': 0.7071067811865476}
     """
     groups: dict[str, list[str]] = {}

@@ -1,6 +1,6 @@
-"""Reinforcement learning with a verifiable reward on the instruction-tuned character GPT
-(recipes.instruction_tuning): it reverses a held-out word right in about 4 samples of 10,
-and a program can say which.
+"""Reinforcement learning with a verifiable reward on the instruction-tuned character
+GPT (recipes.instruction_tuning): it reverses a held-out word right in some of its
+samples, and a program can say which.
 
 Each step draws ``prompts_per_step`` training words, samples ``group_size`` answers to
 each at temperature 1, scores each with ``reward`` (1 for the right answer, plus a small
@@ -9,9 +9,10 @@ on the sampled tokens. The control, ``method="sft"``, spends the same steps on
 supervised fine-tuning: as many examples a step as GRPO scores answers, with the right
 answers written out, so it trains on at least as much as GRPO and needs no sampling.
 
-    >>> reward(Example("reverse", "dew"), "wed@")
+    >>> example = Example("reverse", "dew")
+    >>> reward(example, "wed@")
     1.1
-    >>> reward(Example("reverse", "dew"), "wet@"), reward(Example("reverse", "dew"), "wed")
+    >>> reward(example, "wet@"), reward(example, "wed")  # wrong, stops; right, no stop
     (0.1, 1.0)
 """
 
@@ -34,7 +35,9 @@ from minformers.recipes.instruction_tuning import (
 )
 from minformers.recipes.shakespeare_gpt import shakespeare_characters
 from minformers.sft import continuations, sft_batch, sft_loss, token_log_probs
-from minformers.train import History, TrainConfig, checkpoint_path, train
+from minformers.support.checkpoints import checkpoint_path
+from minformers.support.history import History
+from minformers.train import TrainConfig, train
 
 TASK = "reverse"  # the task the instruction-tuned model gets right only sometimes
 FORMAT_REWARD = 0.1  # for an answer that ends with the end token

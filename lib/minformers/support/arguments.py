@@ -10,8 +10,8 @@ import torch
 
 
 def require_size(name: str, value, minimum: int = 1) -> int:
-    """Return ``value`` if it is an int >= ``minimum``; otherwise raise naming
-    ``name``."""
+    """Return ``value`` if it is an int >= ``minimum``; otherwise
+    raise naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if value < minimum:

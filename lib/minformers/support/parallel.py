@@ -1,7 +1,7 @@
 """Several small training runs at once, one process per core. On the course's 2-core
-machines, two one-thread processes train two small models 1.3-1.7x faster than one
-two-thread process trains them in turn (``make bench``, benchmarks/bench_threads.py): a
-small model's matmuls are too short to keep two threads busy.
+machines, two one-thread processes train two small models faster than one two-thread
+process trains them in turn (``make bench`` measures it, benchmarks/bench_threads.py):
+a small model's matmuls are too short to keep two threads busy.
 
     >>> import math
     >>> # the function must be importable by name: defined at top level

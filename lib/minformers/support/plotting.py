@@ -26,8 +26,8 @@ from matplotlib.transforms import offset_copy
 
 # CSS pixels per inch: at this resolution a point on the figure is a point on the page
 DPI = 96
-# the site's text column: 676 CSS px in a 1,280 px window, 772 at 1,400
-# (tests/test_browser.py)
+# the site's text column, as tests/test_browser.py measures it: 676 CSS px in a
+# 1,280 px window, 772 at 1,400
 COLUMN_INCHES = 7.0
 # panels side by side; more make each too narrow to label at MIN_FONT_POINTS
 MAX_COLUMNS = 3
@@ -98,9 +98,9 @@ def _cut(name: str, low: float, high: float, new_name: str) -> ListedColormap:
 
 
 # Heatmaps of values from low to high (attention weights, masks) and the default map.
-# Viridis less its darkest fifth, whose near-black purple vanishes on the dark page: its
-# darkest colour has contrast 2.13:1 on #121212 (its yellow top, 1.26:1 on white, is
-# viridis's own).
+# Viridis less its darkest fifth, whose near-black purple vanishes on the dark page:
+# its darkest colour has contrast 2.13:1 on #121212 (its yellow top, 1.26:1 on white,
+# is viridis's own).
 SEQUENTIAL = _cut("viridis", 0.2, 1.0, "minformers_sequential")
 # Signed values centred on zero (white there): RdBu's middle 80%, so that both ends are
 # mid-tones, with contrast 2.69:1 (red) and 3.13:1 (blue) on #121212.
@@ -139,8 +139,8 @@ STYLE = {
 
 
 def use_style() -> None:
-    """Apply the book's style to every figure created afterwards (and sharp figures in
-    Jupyter)."""
+    """Apply the book's style to every figure created afterwards
+    (and sharp figures in Jupyter)."""
     mpl.rcParams.update(STYLE)
     try:
         from IPython import get_ipython
@@ -157,12 +157,11 @@ def figure(
     height: float | None = None,
     width: float = COLUMN_INCHES,
 ):
-    """New figure in the book's style, ``width`` and ``height`` in inches for the whole
-    figure.
+    """New figure in the book's style, ``width`` and ``height`` in inches for
+    the whole figure.
 
-    The width is at most the column's; the height defaults to 3.4 inches a row. Returns
-    (fig, axes) as ``plt.subplots`` does: a single Axes for 1 x 1, else an array of
-    them.
+    The width is at most the column's; the height defaults to 3.4 inches a row.
+    Returns (fig, axes) as ``plt.subplots`` does: one Axes for 1 x 1, else an array.
     """
     if width > COLUMN_INCHES:
         raise ValueError(

@@ -1,13 +1,13 @@
-"""Reproducible, right-sized runs: one seed per page, printed, and a deliberate thread
-count.
+"""Reproducible, right-sized runs: one seed per page, printed, and a
+deliberate thread count.
 
 The course machines have 2 cores. ``make bench`` (benchmarks/bench_threads.py) times
-every kind of model the pages train on 1 and on 2 threads: 2 win for each, a training
-step 1.3-1.8x faster. So every page runs on 2 threads (``DEFAULT_THREADS``), or on fewer
-where the process may use fewer cores; the exception is work split across processes (the
-scaling sweep's two workers, the distributed page's two ranks), where each process takes
-one thread. The environment variable MINFORMERS_THREADS overrides the default: `make
-test` sets it to 1 for its two test workers.
+every kind of model the pages train on 1 and on 2 threads, and 2 win for each. So every
+page runs on 2 threads (``DEFAULT_THREADS``), or on fewer where the process may use
+fewer cores; the exception is work split across processes (the scaling sweep's two
+workers, the distributed page's two ranks), where each process takes one thread. The
+environment variable MINFORMERS_THREADS overrides the default: `make test` sets it to 1
+for its two test workers.
 """
 
 import os
@@ -20,12 +20,12 @@ import torch
 
 from minformers.support.arguments import require_size
 
-# see the docstring
 # the cores this process may run on: under `taskset` fewer than the machine has, and
 # more threads than cores would only wait for each other
 CORES = (
     len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 )
+# 2 threads, or fewer where fewer cores are ours: the module docstring says why
 DEFAULT_THREADS = int(os.environ.get("MINFORMERS_THREADS", min(2, CORES or 1)))
 
 # In a notebook without ipywidgets, tqdm.auto warns and falls back to a text progress
@@ -35,8 +35,8 @@ warnings.filterwarnings("ignore", message="IProgress not found")
 
 
 def default_device() -> str:
-    """Return "cuda" when a GPU is visible, else "cpu". Nothing in the course needs a
-    GPU."""
+    """Return "cuda" when a GPU is visible, else "cpu". Nothing in the course
+    needs a GPU."""
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
@@ -78,8 +78,8 @@ def log(line: str) -> None:
     """Print a line of progress (a training step's losses, a resumed run, a finished
     sweep run) to stderr.
 
-    A notebook shows it as it comes; the book's pages leave stderr out (`stderr_output:
-    remove` in _config.yml), so the site shows results rather than the build's own talk.
-    The executed notebook a page offers keeps it.
+    A notebook shows it as it comes; the book's pages leave stderr out
+    (`stderr_output: remove` in _config.yml), so the site shows results rather than the
+    build's own talk. The executed notebook a page offers keeps it.
     """
     print(line, file=sys.stderr, flush=True)

@@ -33,8 +33,8 @@ def known_word_share(text: str, known: set[str]) -> float:
 
 
 def distinct_share(text: str, n: int = 4) -> float:
-    """Distinct character n-grams over all n-grams: near 1 for varied text, low for text
-    that loops."""
+    """Distinct character n-grams over all n-grams: near 1 for varied text, low for
+    text that loops."""
     require_size("n", n)
     grams = [text[i : i + n] for i in range(len(text) - n + 1)]
     if not grams:

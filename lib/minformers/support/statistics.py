@@ -20,8 +20,8 @@
     >>> mean, half_width = mean_interval([1.0, 2.0, 3.0])
     >>> mean, round(half_width, 3)
     (2.0, 2.484)
-    >>> # counts exactly as expected: p = 1
-    >>> round(chi_square(torch.tensor([30, 20, 50]), torch.tensor([0.3, 0.2, 0.5]))[2], 3)
+    >>> counts, expected = torch.tensor([30, 20, 50]), torch.tensor([0.3, 0.2, 0.5])
+    >>> round(chi_square(counts, expected)[2], 3)  # counts exactly as expected: p = 1
     1.0
 """
 
@@ -36,8 +36,8 @@ import torch
 class McNemarResult:
     a_only: int  # examples model A got right and model B got wrong
     b_only: int  # the reverse
-    # exact two-sided: the chance of a split at least this uneven if A and B were
-    # equally good
+    # exact two-sided: the chance of a split at least this uneven if A and B
+    # were equally good
     p_value: float
 
     def describe(self) -> str:
@@ -107,8 +107,8 @@ def t_quantile(probability: float, dof: int) -> float:
 
 
 def mean_interval(values, confidence: float = 0.95) -> tuple[float, float]:
-    """The mean of ``values`` (one per seed, say) and the half-width of its Student-t
-    ``confidence`` interval."""
+    """The mean of ``values`` (one per seed, say) and the half-width of its
+    Student-t ``confidence`` interval."""
     values = [float(value) for value in values]
     if len(values) < 2:
         raise ValueError(
