@@ -392,15 +392,9 @@ class PretrainingObjective(ABC):
         can best answer everywhere."""
 
     @abstractmethod
-    def held_out_nats(
-        self,
-        corpus: NewsCorpus,
-        model: nn.Module,
-        held_out,
-        log_frequencies: torch.Tensor,
-    ) -> dict[str, "HeldOutNats"]:
-        """The groups of ``ObjectiveRun.held_out_nats``, the model in eval mode and no
-        gradient recorded."""
+    def held_out_nats(self, corpus, model, held_out, log_frequencies) -> dict:
+        """The groups of ``ObjectiveRun.held_out_nats`` ({name: HeldOutNats}), the
+        model in eval mode and no gradient recorded."""
 
     def training_blocks(self, corpus: NewsCorpus) -> list[list[int]]:
         """The ids of every training block, ``[CLS] text [SEP]``."""
