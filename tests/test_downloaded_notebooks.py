@@ -106,6 +106,12 @@ def test_page_and_glossary_roles_read_as_their_text():
     assert markdown("{glue:text}`loss` and {math}`x^2`") == "loss and $x^2$"
 
 
+def test_glued_values_read_as_the_site_shows_them():
+    glued = Page(titles={}, works={}, glued={"gap": "0.03125", "lora": "'not shown at this scale'"})
+    assert markdown("gap {glue:text}`gap:.1%`, {glue}`gap`; {glue:text}`lora`", glued) == (
+        "gap 3.1%, 0.03125; not shown at this scale")
+
+
 def test_references_to_exercises_and_sections_read_as_their_titles():
     cells = ["(nsp-section)=\n## NSP on a trained body\n\nText.",
              "```{exercise} Scaled scores\n:class: hard\n:label: ex-scaling\nMeasure it.\n```",

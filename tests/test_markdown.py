@@ -49,3 +49,17 @@ def test_parts_table_names_each_part_and_counts_its_parameters():
         "| `embed` | Embedding | 40 | 0 |",
         "| `head` | Linear | 0 | 8 |",
     ]
+
+
+def test_a_table_shows_once_in_a_notebook_wherever_it_is_built():
+    """A table built before a print, shown through display(), or left as the cell's value: each appears once."""
+    import nbclient
+    import nbformat
+
+    cells = ["from minformers.support.markdown import table\nfrom IPython.display import display",
+             "built = table(['a'], [[1]])\nprint('after')", "display(table(['b'], [[2]]))", "table(['c'], [[3]])"]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell) for cell in cells])
+    nbclient.NotebookClient(notebook, kernel_name="python3", timeout=60).execute()
+    for cell, header in zip(notebook.cells[1:], "abc", strict=True):
+        shown = [out["data"]["text/markdown"] for out in cell.outputs if "text/markdown" in out.get("data", {})]
+        assert shown == [f"| {header} |\n| --- |\n| {'abc'.index(header) + 1} |"]

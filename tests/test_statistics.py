@@ -2,7 +2,15 @@ import math
 
 import pytest
 
-from minformers.support.statistics import compare_over_seeds, mcnemar, mean_interval, t_quantile
+from minformers.support.statistics import (
+    compare_over_seeds,
+    mcnemar,
+    mean_interval,
+    paired_bootstrap,
+    speedup_interval,
+    t_quantile,
+    wilson_interval,
+)
 
 
 def test_mcnemar_counts_only_disagreements_and_matches_a_hand_computed_binomial():
@@ -49,14 +57,52 @@ def test_compare_over_seeds_reads_both_tests_together():
     comparison = compare_over_seeds(a, b)
     assert comparison.differences == pytest.approx([0.3, 0.3, 0.325])
     assert comparison.p_values[0] == pytest.approx(2 * 0.5**12)
-    mean, half_width = mean_interval([0.3, 0.3, 0.325])
-    assert (comparison.low, comparison.high) == pytest.approx((mean - half_width, mean + half_width))
+    assert (comparison.mean, comparison.low, comparison.high) == paired_bootstrap(a, b)
+    assert 0 < comparison.low < comparison.mean < comparison.high <= 1
     assert comparison.reading().startswith("a real difference")
     # a difference of one example per seed, alternating in sign: the interval straddles zero
     noisy = compare_over_seeds([[1, 0], [0, 0], [1, 0]], [[0, 0], [1, 0], [0, 0]])
-    assert noisy.reading().startswith("the seed interval includes zero")
+    assert noisy.reading().startswith("the interval includes zero")
     # the same sign every seed, but too few disagreements for McNemar: likely, not established
-    small = compare_over_seeds([[1, 0], [1, 0], [1, 1]], [[0, 0], [0, 0], [1, 0]])
+    # (A alone right on 3 of 20 examples per seed, other ones each seed: McNemar's p = 2 x (1/2)^3 = 0.25)
+    small = compare_over_seeds([[0] * 3 * seed + [1] * 3 + [0] * (17 - 3 * seed) for seed in range(3)], [[0] * 20] * 3)
+    assert small.low > 0
     assert small.reading().startswith("consistent across seeds") and "McNemar p < 0.05 in 0 of 3" in small.describe()
     with pytest.raises(ValueError, match="the same seeds"):
         compare_over_seeds(a, b[:2])
+
+
+@pytest.mark.parametrize(("successes", "n", "expected"), [
+    # hand-computed from Wilson's formula with z = 1.959964
+    (0, 10, (0.0, 0.277533)), (5, 10, (0.236593, 0.763407)), (10, 10, (0.722467, 1.0)),
+    (88, 100, (0.801879, 0.930006))])
+def test_wilson_interval_by_hand_stays_in_zero_one(successes, n, expected):
+    assert wilson_interval(successes, n) == pytest.approx(expected, abs=1e-6)
+
+
+def test_wilson_interval_rejects_counts_outside_n():
+    with pytest.raises(ValueError, match="0 <= successes <= n"):
+        wilson_interval(11, 10)
+
+
+def test_paired_bootstrap_stays_in_range_and_is_paired():
+    # A right everywhere, B nowhere: the difference is 1 in every resample
+    assert paired_bootstrap([[1] * 30], [[0] * 30]) == (1.0, 1.0, 1.0)
+    # identical runs: no difference in any resample, however noisy the runs are
+    run = [1, 0, 0, 1, 1, 0, 1, 0] * 5
+    assert paired_bootstrap([run, run[::-1]], [run, run[::-1]]) == (0.0, 0.0, 0.0)
+    # seeds that disagree in sign widen the interval across zero
+    difference, low, high = paired_bootstrap([[1] * 20, [0] * 20], [[0] * 20, [1] * 20])
+    assert difference == 0.0 and low == -1.0 and high == 1.0
+    a, b = [[1, 0] * 20], [[0, 0] * 20]
+    assert paired_bootstrap(a, b, seed=3) == paired_bootstrap(a, b, seed=3)  # seeded: two builds print the same
+    with pytest.raises(ValueError, match="same seeds and examples"):
+        paired_bootstrap([[1, 0]], [[1, 0, 1]])
+
+
+def test_speedup_interval_is_the_geometric_mean_of_paired_ratios():
+    speedup, low, high = speedup_interval([1.0, 4.0], [1.0, 1.0])  # ratios 1 and 4
+    assert speedup == pytest.approx(2.0)
+    assert low == pytest.approx(1.0) and high == pytest.approx(4.0)
+    with pytest.raises(ValueError, match="at least 2 interleaved"):
+        speedup_interval([1.0], [1.0])

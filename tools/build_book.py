@@ -38,6 +38,7 @@ from pathlib import Path
 import yaml
 
 import build_clock
+import claims
 import page_clock
 
 PAGE_BUDGET = 60.0  # reference seconds, the course's rule for one page
@@ -135,11 +136,28 @@ def page_docname(root: Path, name: str) -> str:
     return docname
 
 
+def check_claims(root: Path, page: str | None) -> list[str]:
+    """The claims the pages recorded (in _build/claims) against the committed book/claims.json, if the book has one
+    (tools/claims.py): problems for a whole book; for one page, its differences are printed as notes, since a page
+    run alone is work in progress."""
+    if not (root / claims.COMMITTED_NAME).exists():
+        return []
+    expected, found = claims.committed(root / claims.COMMITTED_NAME), claims.measured(root / claims.LEDGER_NAME)
+    problems = claims.compare(expected, found, {Path(page).name} if page else None)
+    print(f"\nclaims: {len(found)} recorded; committed: {claims.counts(expected)}")
+    if page:
+        for problem in problems:
+            print(f"note: {problem}")
+        return []
+    return problems
+
+
 def build(root: Path, reuse: bool = False, page: str | None = None, factor: float | None = None) -> int:
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     before = build_clock.given(factor) if factor else build_clock.measure()
     print(f"before the build, {build_clock.describe(before)}", flush=True)
     environment = {**os.environ, "MINFORMERS_BUILD": "1"}  # training loops print a line per evaluation, not a bar
+    environment["MINFORMERS_CLAIMS"] = str(root / claims.LEDGER_NAME)  # where the pages record their claims
     output = root
     if page:
         environment["MINFORMERS_ONLY_PAGE"] = page = page_docname(root, page)
@@ -147,8 +165,10 @@ def build(root: Path, reuse: bool = False, page: str | None = None, factor: floa
     elif reuse:
         environment["MINFORMERS_EXECUTION_CACHE"] = str(execution_cache(root))
     else:
-        # Pages share trained models through _build/checkpoints within one build; a new build retrains them all.
+        # Pages share trained models through _build/checkpoints within one build; a new build retrains them all, and
+        # records every claim afresh.
         shutil.rmtree(root / "_build" / "checkpoints", ignore_errors=True)
+        shutil.rmtree(root / claims.LEDGER_NAME, ignore_errors=True)
     probes = output / "_build" / "clock_probes.txt"
     probes.unlink(missing_ok=True)
     if not factor and not page and not reuse:  # a whole book executed: the clock is also read between its pages
@@ -183,6 +203,7 @@ def build(root: Path, reuse: bool = False, page: str | None = None, factor: floa
 
     if result.returncode != 0:
         problems.insert(0, f"jupyter-book exited with {result.returncode} (a cell failed or Sphinx warned)")
+    problems += check_claims(root, page)
     for problem in problems:
         print(f"ERROR: {problem}", file=sys.stderr)
     if problems:

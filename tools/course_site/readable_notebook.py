@@ -2,9 +2,11 @@
 stream once per cell, and no `needs_background` tag (tools/course_site/notebooks.py offers it for download).
 """
 
+import ast
 import codecs
 import functools
 import itertools
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,13 +53,16 @@ class Page:
     exercises: dict[str, str] = field(default_factory=dict)  # {exercise label: title}, for {numref}
     solved: set[str] = field(default_factory=set)  # the labels of exercises with a solution on the site
     sections: dict[str, str] = field(default_factory=dict)  # {target label: the heading under it}, for {ref}
+    glued: dict[str, str] = field(default_factory=dict)  # {glue key: the value's text/plain}, for {glue}
 
 
-def readable_notebook(notebook, titles: dict[str, str] | None = None, works: dict[str, Work] | None = None):
+def readable_notebook(notebook, titles: dict[str, str] | None = None, works: dict[str, Work] | None = None,
+                      glued: dict[str, str] | None = None):
     """A copy of an executed chapter notebook for readers: plain Markdown, no solutions, each stream once per cell and
-    no `needs_background`. `titles` names the site's pages and `works` the bibliography; without them a reference
-    reads as its name or key."""
-    page = Page(titles or {}, works or {})
+    no `needs_background`. `titles` names the site's pages, `works` the bibliography and `glued` the values the page
+    glued into its prose (myst-nb keeps them beside the notebook, not in it); without them a reference reads as its
+    name or key."""
+    page = Page(titles or {}, works or {}, glued=glued or {})
     for cell in notebook.cells:
         if cell.cell_type == "markdown":
             _gather(cell.source, page)
@@ -178,7 +183,18 @@ def _role(name: str, text: str, page: Page) -> str:
         return page.sections.get(target, target)
     if kind == "math":
         return f"${target}$"
-    return target  # {term}, {glue} and the rest: the text itself
+    if kind == "glue":
+        return _pasted(target, page)
+    return target  # {term} and the rest: the text itself
+
+
+def _pasted(text: str, page: Page) -> str:
+    """A {glue} role's value as the site shows it: "gap:.1%" with gap glued as 0.0312 -> "3.1%"."""
+    key, _, spec = text.partition(":")
+    if key not in page.glued:
+        return key
+    value = ast.literal_eval(page.glued[key])
+    return format(value, spec) if spec else str(value)
 
 
 def merged_streams(outputs: list) -> list:
@@ -239,5 +255,8 @@ def readable_download(app, pagename, templatename, context, doctree):
         return
     titles = {docname.split("/")[-1]: title.astext() for docname, title in app.env.titles.items()}
     bibfiles = tuple(Path(app.srcdir) / name for name in getattr(app.config, "bibtex_bibfiles", None) or [])
-    notebook = readable_notebook(nbformat.read(target, as_version=4), titles, read_works(*bibfiles))
+    glue_file = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.glue.json"
+    glued = json.loads(glue_file.read_text()) if glue_file.exists() else {}
+    glued = {key: output["data"]["text/plain"] for key, output in glued.items() if "text/plain" in output["data"]}
+    notebook = readable_notebook(nbformat.read(target, as_version=4), titles, read_works(*bibfiles), glued)
     nbformat.write(notebook, target)

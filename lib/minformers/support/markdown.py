@@ -12,13 +12,24 @@ page's code says what it shows rather than how Markdown spells it.
 
 from collections.abc import Iterable, Sequence
 
-from IPython.display import Markdown
+from IPython import get_ipython
+from IPython.display import Markdown, display
 from torch import nn
 
 
-def table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> Markdown:
+class Table(Markdown):
+    """A Markdown table that showed itself when ``table`` built it, so showing it again
+    (as a cell's last value, or through ``display``) shows nothing more."""
+
+    def _ipython_display_(self) -> None:
+        pass
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> Table:
     """A Markdown table: the header, then one line per row, each cell as str() gives
-    it (format numbers before)."""
+    it (format numbers before). In a notebook it is shown where it is built, whatever
+    the cell does after: a table built and not shown would be a result the page
+    lost."""
     lines = [list(header), ["---"] * len(header)]
     for row in rows:
         if len(row) != len(header):
@@ -26,9 +37,10 @@ def table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> Markdown:
                 f"each row must have {len(header)} cells, as the header, got {row!r}"
             )
         lines.append(row)
-    return Markdown(
-        "\n".join("| " + " | ".join(map(str, line)) + " |" for line in lines)
-    )
+    text = "\n".join("| " + " | ".join(map(str, line)) + " |" for line in lines)
+    if get_ipython() is not None:
+        display(Markdown(text))
+    return Table(text)
 
 
 def listed(items: Iterable[object], conjunction: str = "and") -> str:
@@ -47,7 +59,7 @@ def parts_table(
     parts: nn.Module | Iterable[tuple[str, nn.Module]],
     settings: bool = True,
     frozen_apart: bool = False,
-) -> Markdown:
+) -> Table:
     """A model's parts, one row each, in place of its repr of 50 lines: the part's name,
     its module and its parameter count. ``parts`` is a module, whose direct children are
     the rows, or (name, module) pairs.

@@ -4,11 +4,18 @@
   they disagree carry information; under "equally good", each disagreement is a fair
   coin, so the count that one model alone got right is Binomial(disagreements, 1/2).
   The exact two-sided p-value is read from that binomial.
-- ``mean_interval``: a few seeds of one quantity (say, one model's accuracy minus
-  another's, seed by seed): their mean and the half-width of a Student-t confidence
-  interval, wide on purpose when there are only 3 seeds.
-- ``compare_over_seeds``: both at once, for two settings trained with the same seeds
-  and scored on the same examples, and a reading of the two together.
+- ``wilson_interval``: a proportion's interval (an accuracy on n examples) that stays in
+  [0, 1], unlike p +/- 2 standard errors near 0 or 1.
+- ``paired_bootstrap``: the difference of two settings' accuracies, trained with the
+  same seeds and scored on the same examples; its interval comes from resampling the
+  seeds and the examples together, so it stays in [-1, 1] and counts both kinds of
+  noise.
+- ``compare_over_seeds``: that interval and McNemar per seed, with a reading of both.
+- ``mean_interval``: a few seeds of a quantity that is not a proportion (a loss): their
+  mean and the half-width of a Student-t interval, wide on purpose for 3 seeds.
+- ``speedup_interval``: how many times faster one method ran than another, from
+  interleaved repeated timings, with a bootstrap interval; a speed-up is claimed only
+  when the interval clears 1.
 - ``chi_square``: Pearson's goodness of fit of counts to probabilities, for a sampler
   that should follow a known distribution.
 
@@ -20,6 +27,8 @@
     >>> mean, half_width = mean_interval([1.0, 2.0, 3.0])
     >>> mean, round(half_width, 3)
     (2.0, 2.484)
+    >>> [round(end, 3) for end in wilson_interval(0, 10)]  # 0 of 10: not [0, 0]
+    [0.0, 0.278]
     >>> counts, expected = torch.tensor([30, 20, 50]), torch.tensor([0.3, 0.2, 0.5])
     >>> round(chi_square(counts, expected)[2], 3)  # counts exactly as expected: p = 1
     1.0
@@ -124,21 +133,112 @@ def mean_interval(values, confidence: float = 0.95) -> tuple[float, float]:
     )
 
 
+Z_95 = 1.959964  # the standard normal's 97.5% quantile
+
+
+def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
+    """Wilson's score interval (95% with the default z) for a proportion of
+    ``successes`` in ``n``: the p whose test against the observed proportion would not
+    reject, which keeps it inside [0, 1] and off a zero width at 0 or n."""
+    if n < 1 or not 0 <= successes <= n:
+        raise ValueError(f"need 0 <= successes <= n and n >= 1, got {successes} of {n}")
+    p = successes / n
+    middle = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, middle - half), min(1.0, middle + half)
+
+
+def _flag_grid(name: str, runs: Sequence) -> torch.Tensor:
+    """Runs (seeds) of right/wrong flags over the same examples -> (seeds, examples)."""
+    flags = [_as_bool(name, run) for run in runs]
+    if not flags or len({len(run) for run in flags}) != 1:
+        raise ValueError(f"{name} must hold one or more runs over the same examples")
+    return torch.stack(flags).float()
+
+
+def paired_bootstrap(
+    correct_a: Sequence, correct_b: Sequence, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float, float]:
+    """A's accuracy minus B's, and its 95% percentile interval: (difference, low, high).
+
+    ``correct_a[i]`` and ``correct_b[i]`` are the right/wrong flags of the runs with
+    seed i on the same examples, in the same order. Each resample draws seeds and
+    examples with replacement, the same for A and B (the design is paired), and takes
+    the mean difference over the drawn grid; with one seed only examples are drawn.
+
+    >>> difference, low, high = paired_bootstrap([[1, 1, 1, 0] * 25], [[1, 0, 1, 0] * 25])
+    >>> difference, low > 0
+    (0.25, True)
+    """
+    a, b = _flag_grid("correct_a", correct_a), _flag_grid("correct_b", correct_b)
+    if a.shape != b.shape:
+        raise ValueError(
+            f"correct_a and correct_b must hold the same seeds and examples, got "
+            f"{tuple(a.shape)} and {tuple(b.shape)}"
+        )
+    differences = a - b  # (seeds, examples)
+    seeds, examples = differences.shape
+    generator = torch.Generator().manual_seed(seed)
+    means = []
+    for start in range(0, resamples, 100):  # in chunks: the grid is (chunk, S, N)
+        chunk = min(100, resamples - start)
+        seed_draw = torch.randint(seeds, (chunk, seeds), generator=generator)
+        example_draw = torch.randint(examples, (chunk, examples), generator=generator)
+        grid = differences[seed_draw]  # (chunk, S, N)
+        grid = grid.gather(2, example_draw[:, None, :].expand(-1, seeds, -1))
+        means.append(grid.mean(dim=(1, 2)))
+    low, high = torch.quantile(torch.cat(means), torch.tensor([0.025, 0.975])).tolist()
+    return differences.mean().item(), low, high
+
+
+def speedup_interval(
+    baseline_seconds: Sequence[float],
+    method_seconds: Sequence[float],
+    resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """How many times faster the method ran: the geometric mean over repeats of
+    baseline / method, and its 95% bootstrap interval over the repeats. Repeat i of
+    each must have been timed next to the other (interleaved), so that a slow moment
+    of the machine falls on both.
+
+    >>> round(speedup_interval([2.0, 2.2, 1.8], [1.0, 1.1, 0.9])[0], 6)
+    2.0
+    """
+    baseline = torch.as_tensor(baseline_seconds, dtype=torch.float64)
+    method = torch.as_tensor(method_seconds, dtype=torch.float64)
+    if baseline.shape != method.shape or baseline.dim() != 1 or len(baseline) < 2:
+        raise ValueError(
+            "need two equal-length sequences of at least 2 interleaved timings, got "
+            f"{len(baseline)} and {len(method)}"
+        )
+    if not bool((baseline > 0).all() and (method > 0).all()):
+        raise ValueError("timings must be positive seconds")
+    log_ratios = (baseline / method).log()
+    generator = torch.Generator().manual_seed(seed)
+    draws = torch.randint(
+        len(log_ratios), (resamples, len(log_ratios)), generator=generator
+    )
+    means = log_ratios[draws].mean(dim=1)
+    low, high = torch.quantile(means, torch.tensor([0.025, 0.975], dtype=torch.float64))
+    return log_ratios.mean().exp().item(), low.exp().item(), high.exp().item()
+
+
 @dataclass(frozen=True)
 class SeedComparison:
     differences: list[float]  # accuracy of A minus that of B, seed by seed
     p_values: list[float]  # McNemar's exact p, seed by seed
     mean: float  # of the differences
-    low: float  # the 95% Student-t interval of the mean over seeds
+    low: float  # 95% interval, a paired bootstrap over examples and seeds
     high: float
 
     def reading(self) -> str:
-        """The two tests read together. Across seeds, the interval says whether the
-        difference survives another initialisation and batch order; per seed, McNemar
-        says whether it would survive another draw of examples."""
+        """The two tests read together. The interval says whether the difference
+        survives another draw of seeds and examples; per seed, McNemar says whether it
+        would survive another draw of examples."""
         significant = sum(p < 0.05 for p in self.p_values)
         if self.low <= 0 <= self.high:
-            return "the seed interval includes zero: not distinguishable from noise"
+            return "the interval includes zero: not distinguishable from noise"
         if 2 * significant > len(self.p_values):
             return "a real difference at this budget, across seeds and beyond these examples"
         return (
@@ -149,7 +249,7 @@ class SeedComparison:
     def describe(self) -> str:
         significant = sum(p < 0.05 for p in self.p_values)
         return (
-            f"{self.mean:+.1%} (seed interval {self.low:+.1%} to {self.high:+.1%}; "
+            f"{self.mean:+.1%} (95% interval {self.low:+.1%} to {self.high:+.1%}; "
             f"McNemar p < 0.05 in {significant} of {len(self.p_values)} seeds): "
             f"{self.reading()}"
         )
@@ -157,9 +257,8 @@ class SeedComparison:
 
 def compare_over_seeds(correct_a: Sequence, correct_b: Sequence) -> SeedComparison:
     """Setting A against setting B, trained with the same seeds (``correct_a[i]`` and
-    ``correct_b[i]`` share seed
-    i) and scored on the same examples: each item is one run's right/wrong flags, in the
-    same order of examples.
+    ``correct_b[i]`` share seed i) and scored on the same examples: each item is one
+    run's right/wrong flags, in the same order of examples.
 
     >>> comparison = compare_over_seeds(
     ...     [[1, 1, 0, 1], [1, 0, 1, 1]], [[1, 0, 0, 1], [0, 0, 1, 0]]
@@ -177,13 +276,9 @@ def compare_over_seeds(correct_a: Sequence, correct_b: Sequence) -> SeedComparis
         for a, b in zip(correct_a, correct_b, strict=True)
     ]
     differences = [(a.float().mean() - b.float().mean()).item() for a, b in pairs]
-    mean, half_width = mean_interval(differences)
+    mean, low, high = paired_bootstrap(correct_a, correct_b)
     return SeedComparison(
-        differences,
-        [mcnemar(a, b).p_value for a, b in pairs],
-        mean,
-        mean - half_width,
-        mean + half_width,
+        differences, [mcnemar(a, b).p_value for a, b in pairs], mean, low, high
     )
 
 
