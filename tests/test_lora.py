@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from minformers.bert import BertConfig, BertForPreTraining
 from minformers.convert.peft_lora import as_peft
 from minformers.gpt import GPT, GPTConfig
 from minformers.lora import LoRALinear, apply_lora, merge_lora, trainable_parameters
@@ -63,7 +64,7 @@ def test_only_a_and_b_train_r_times_in_plus_out_per_layer():
     for name, p in adapted.named_parameters():
         if not p.requires_grad:
             assert torch.equal(p, frozen[name]), f"{name} is frozen but changed"
-    # every update moved, q and v too, which attention reads through the adapted weight in its fused product
+    # every update moved, q and v too, which attention calls as modules
     assert all(m.B.abs().sum() > 0 for m in wrapped)
 
 
@@ -116,9 +117,35 @@ def test_bad_adapters_are_refused_with_the_reason():
         apply_lora(GPT(TINY), ["c_attn"])
 
 
-def hf_llama_with_our_lora() -> tuple[nn.Module, nn.Module]:
-    """A tiny Hugging Face Llama and a copy adapted by our apply_lora (q, v and the
-    feed-forward's down_proj), B drawn at random so that the update is not zero."""
+def with_random_lora(base: nn.Module, targets: list[str]) -> nn.Module:
+    """A copy of ``base`` adapted by our apply_lora, B drawn at random so that the update is not zero."""
+    ours = copy.deepcopy(base)
+    apply_lora(ours, targets, r=4, alpha=6.0)
+    with torch.no_grad():
+        for module in ours.modules():
+            if isinstance(module, LoRALinear):
+                module.B.normal_()
+    return ours
+
+
+def assert_ours_equals_peft(base: nn.Module, ours: nn.Module, logits, ids: torch.Tensor, adapted: int) -> None:
+    """PEFT's LoraModel of ``ours`` (the same base weights, A and B) gives our logits within float32 rounding
+    (atol 1e-5; they are of order 1), the adapters move them by more than 0.1 (so a model that skipped its adapters
+    could not pass), and merging leaves the same weights, ``adapted`` of them changed."""
+    theirs = as_peft(ours)
+    with torch.no_grad():
+        torch.testing.assert_close(logits(ours, ids), logits(theirs, ids), atol=1e-5, rtol=0)
+        assert (logits(ours, ids) - logits(base, ids)).abs().max() > 0.1  # the adapters do change it
+        merged_theirs = theirs.merge_and_unload().state_dict()
+        merged_ours = merge_lora(ours).state_dict()
+    assert merged_ours.keys() == merged_theirs.keys()
+    for name, weight in merged_ours.items():
+        torch.testing.assert_close(weight, merged_theirs[name], atol=1e-5, rtol=0, msg=name)
+    changed = [n for n, w in merged_ours.items() if not torch.equal(w, base.state_dict()[n])]
+    assert len(changed) == adapted
+
+
+def test_ours_equals_peft_on_a_hugging_face_llama():
     import transformers
 
     torch.manual_seed(3)
@@ -127,29 +154,28 @@ def hf_llama_with_our_lora() -> tuple[nn.Module, nn.Module]:
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
     )  # fmt: skip
     base = transformers.LlamaForCausalLM(config).eval()
-    ours = copy.deepcopy(base)
-    apply_lora(ours, ["q_proj", "v_proj", "down_proj"], r=4, alpha=6.0)
-    with torch.no_grad():
-        for module in ours.modules():
-            if isinstance(module, LoRALinear):
-                module.B.normal_()
-    return base, ours
-
-
-def test_ours_equals_peft_on_the_same_base_and_adapters_outputs_and_merged_weights():
-    base, ours = hf_llama_with_our_lora()
-    theirs = as_peft(ours)
+    ours = with_random_lora(base, ["q_proj", "v_proj", "down_proj"])
     ids = torch.randint(0, 41, (2, 9), generator=torch.Generator().manual_seed(4))
-    with torch.no_grad():
-        torch.testing.assert_close(ours(ids).logits, theirs(ids).logits, atol=1e-5, rtol=0)
-        assert (ours(ids).logits - base(ids).logits).abs().max() > 0.1  # the adapters do change it
-        merged_theirs = theirs.merge_and_unload().state_dict()
-        merged_ours = merge_lora(ours).state_dict()
-    assert merged_ours.keys() == merged_theirs.keys()
-    for name, weight in merged_ours.items():
-        torch.testing.assert_close(weight, merged_theirs[name], atol=1e-5, rtol=0, msg=name)
-    changed = [n for n, w in merged_ours.items() if not torch.equal(w, base.state_dict()[n])]
-    assert len(changed) == 3 * 2  # three adapted matrices per layer, two layers
+    # three adapted matrices per layer, two layers
+    assert_ours_equals_peft(base, ours, lambda model, ids: model(ids).logits, ids, adapted=3 * 2)
+
+
+def test_ours_equals_peft_on_our_gpt():
+    # PEFT's LoRA layer keeps the base weight as its .weight: attention must call q_proj and v_proj, not multiply
+    # their weights, for the adapters to count
+    torch.manual_seed(5)
+    base = GPT(GPTConfig.tiny(vocab_size=41, n_layers=2)).eval()
+    ours = with_random_lora(base, ["q_proj", "v_proj", "down_proj"])
+    ids = torch.randint(0, 41, (2, 9), generator=torch.Generator().manual_seed(6))
+    assert_ours_equals_peft(base, ours, lambda model, ids: model(ids), ids, adapted=3 * 2)
+
+
+def test_ours_equals_peft_on_our_bert():
+    torch.manual_seed(7)
+    base = BertForPreTraining(BertConfig.tiny(vocab_size=41)).eval()  # 2 layers
+    ours = with_random_lora(base, ["q_proj", "v_proj", "up_proj"])
+    ids = torch.randint(0, 41, (2, 9), generator=torch.Generator().manual_seed(8))
+    assert_ours_equals_peft(base, ours, lambda model, ids: model(ids).mlm_logits, ids, adapted=3 * 2)
 
 
 def test_peft_initialises_a_as_we_do_and_b_at_zero():

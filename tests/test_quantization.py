@@ -1,6 +1,6 @@
 """Quantization (minformers.quantization): GGUF's Q8_0 and Q4_1 blocks read by our code against the gguf package,
-bit for bit, on SmolLM2's own tensors; our quantizers giving back the file's codes; and the errors and storage the
-module's docstring states."""
+bit for bit, on SmolLM2's own tensors; our quantizers giving back the file's codes; the errors and storage the
+module's docstring states; and quantized inputs reaching every linear layer of our GPT and BERT, q, k and v included."""
 
 from functools import lru_cache
 
@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from minformers.bert import BertConfig, BertForPreTraining
 from minformers.convert.gguf_file import read_gguf
+from minformers.gpt import GPT, GPTConfig
 from minformers.quantization import (
     BLOCK,
     BLOCK_BYTES,
@@ -18,6 +20,8 @@ from minformers.quantization import (
     absmax_int8,
     affine,
     dequantize_gguf,
+    int8_activations,
+    quantized_inputs,
     with_quantized_weights,
 )
 from minformers.support import data
@@ -132,3 +136,43 @@ def test_a_model_with_quantized_weights_computes_with_the_codes_values_and_keeps
     first = torch.nn.functional.linear(x, quantize(model[0].weight.detach()).dequantize(), model[0].bias)
     torch.testing.assert_close(quantized[0](x), first, rtol=0, atol=0)
     assert all(torch.equal(p, o) for p, o in zip(model.parameters(), original, strict=True)), "the original changed"
+
+
+def linear_inputs_under_quantized_inputs(model: torch.nn.Module, ids: torch.Tensor) -> dict[str, int]:
+    """How many times each nn.Linear of ``model`` ran on exactly the tensor ``quantize`` returned for it, in one
+    forward under ``quantized_inputs``: a forward hook, which sees the input after the pre-hooks, compares."""
+    returned, counts = {}, {}
+
+    def quantize(name, x):
+        returned[name] = int8_activations(x, "tensor")
+        return returned[name]
+
+    def count(name):
+        def hook(module, inputs, output):
+            if inputs[0] is returned.get(name):
+                counts[name] = counts.get(name, 0) + 1
+
+        return hook
+
+    linears = {name: m for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    with quantized_inputs(model, quantize), torch.no_grad():
+        handles = [module.register_forward_hook(count(name)) for name, module in linears.items()]
+        model(ids)
+    for handle in handles:
+        handle.remove()
+    return counts
+
+
+def test_quantized_inputs_reach_every_linear_layer_of_our_gpt_and_bert_q_k_and_v_included():
+    ids = torch.randint(0, 41, (2, 9), generator=torch.Generator().manual_seed(3))
+    gpt = GPT(GPTConfig.tiny(vocab_size=41, n_layers=2)).eval()  # the output head is the embedding, no nn.Linear
+    bert = BertForPreTraining(BertConfig.tiny(vocab_size=41)).eval()  # 2 layers
+    # per layer q, k, v, out and the feed-forward's up and down; BERT adds the pooler, the NSP head and the MLM
+    # head's dense layer and decoder
+    for model, linears in ((gpt, 6 * 2), (bert, 6 * 2 + 4)):
+        counts = linear_inputs_under_quantized_inputs(model, ids)
+        names = {name for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+        assert len(names) == linears
+        assert counts == dict.fromkeys(names, 1)  # each ran once, on its quantized input
+        for layer in range(2):
+            assert {f"layers.{layer}.attention.{p}_proj" for p in "qkv"} <= {n.removeprefix("bert.") for n in counts}

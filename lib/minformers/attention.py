@@ -165,18 +165,19 @@ class MultiHeadAttention(nn.Module):
         return (output, weights) if return_weights else output
 
     def _project(self, query, key, value):
-        """``q_proj(query)``, ``k_proj(key)``, ``v_proj(value)``. In self-attention the
-        three read the same input, so they run as one product with the three weight
-        matrices stacked (GPT-2 stores them so, as ``c_attn``): the same dot products,
-        and one larger matmul is faster than three small ones."""
-        projections = (self.q_proj, self.k_proj, self.v_proj)
-        inputs = (query, key, value)
-        if query is not key or key is not value:
-            return [project(x) for project, x in zip(projections, inputs, strict=True)]
-        weight = torch.cat([projection.weight for projection in projections])
-        biases = [projection.bias for projection in projections]
-        bias = None if biases[0] is None else torch.cat(biases)
-        return F.linear(query, weight, bias).chunk(3, dim=-1)
+        """``q_proj(query)``, ``k_proj(key)``, ``v_proj(value)``, each called as a
+        module, in self-attention too: whatever wraps or hooks a projection (a LoRA
+        layer, a hook that quantizes its input) sees its input, which it would not if
+        the stacked weights were multiplied in one product.
+
+        >>> attention = MultiHeadAttention(d_model=4, n_heads=2)
+        >>> seen = []
+        >>> hook = attention.k_proj.register_forward_hook(lambda *_: seen.append("k"))
+        >>> _ = attention(torch.randn(1, 3, 4))
+        >>> seen
+        ['k']
+        """
+        return self.q_proj(query), self.k_proj(key), self.v_proj(value)
 
     def _attend(self, q, k, v, mask, causal: bool, return_weights: bool):
         """Every head's attention at once: (output (B, H, T_q, D), weights or None).

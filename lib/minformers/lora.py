@@ -48,18 +48,6 @@ class LoRALinear(nn.Module):
         # (..., in) -> (..., r) -> (..., out): never forms the (out, in) matrix
         return y + self.scale * (x @ self.A.T) @ self.B.T
 
-    # Code that reads a layer's matrices directly (attention's fused q, k, v product)
-    # gets the adapted layer's: W0 + (alpha / r) B A, through which A and B still learn.
-    @property
-    def weight(self) -> torch.Tensor:
-        return (
-            self.base.weight if self.merged else self.base.weight + self.delta_weight()
-        )
-
-    @property
-    def bias(self) -> torch.Tensor | None:
-        return self.base.bias
-
     def delta_weight(self) -> torch.Tensor:
         """(alpha / r) B A: what training added to W0, (out, in)."""
         return self.scale * self.B @ self.A

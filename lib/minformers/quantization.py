@@ -184,7 +184,18 @@ def int8_activations(
 @contextlib.contextmanager
 def quantized_inputs(model: torch.nn.Module, quantize):
     """Within the block, every ``nn.Linear`` of ``model`` reads ``quantize(name, x)``
-    instead of its input ``x``: simulated activation quantization."""
+    instead of its input ``x``: simulated activation quantization. ``name`` is the
+    layer's in ``model.named_modules()`` (the first, for a layer listed twice, as
+    ALBERT's shared ones). A product that is no ``nn.Linear`` reads its input as it is:
+    GPT's tied output, ``x @ embedding.T``, or a LoRA update's ``x A^T``.
+
+    >>> model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 1))
+    >>> seen = []
+    >>> with quantized_inputs(model, lambda name, x: seen.append(name) or x.round()):
+    ...     _ = model(torch.ones(1, 2))
+    >>> seen
+    ['0', '1']
+    """
     handles = [
         module.register_forward_pre_hook(
             lambda module, inputs, name=name: (quantize(name, inputs[0]),)
