@@ -5,6 +5,7 @@ import pytest
 from minformers.support.statistics import (
     compare_over_seeds,
     mcnemar,
+    mean_difference_interval,
     mean_interval,
     paired_bootstrap,
     speedup_interval,
@@ -106,3 +107,12 @@ def test_speedup_interval_is_the_geometric_mean_of_paired_ratios():
     assert low == pytest.approx(1.0) and high == pytest.approx(4.0)
     with pytest.raises(ValueError, match="at least 2 interleaved"):
         speedup_interval([1.0], [1.0])
+
+
+def test_mean_difference_interval_resamples_real_numbers_paired():
+    # a constant shift of 0.5 nats on every example of every run: no resample can move it
+    losses = [[3.0, 1.0, 2.0, 5.0], [2.5, 4.0, 1.5, 2.0]]
+    shifted = [[value - 0.5 for value in run] for run in losses]
+    assert mean_difference_interval(losses, shifted) == pytest.approx((0.5, 0.5, 0.5))
+    with pytest.raises(ValueError, match="same seeds and examples"):
+        mean_difference_interval([[1.0, 2.0]], [[1.0]])

@@ -5,7 +5,7 @@ blown budget.
     python tools/build_book.py --reuse [BOOK_ROOT]         pages unchanged since the last such build reuse their
                                                            outputs (make book)
     python tools/build_book.py --page NAME [BOOK_ROOT]     only book/NAME.md executed, the site in _build/page/
-                                                           (make page PAGE=NAME)
+                                                           (make page PAGE=NAME; --output DIR puts it elsewhere)
 
 It runs `jupyter-book build --all -W -n --keep-going`, so every page is read again and any failing cell or Sphinx
 warning fails the build, and takes the machine factor (how much slower than the reference machine this one runs the
@@ -152,7 +152,8 @@ def check_claims(root: Path, page: str | None) -> list[str]:
     return problems
 
 
-def build(root: Path, reuse: bool = False, page: str | None = None, factor: float | None = None) -> int:
+def build(root: Path, reuse: bool = False, page: str | None = None, factor: float | None = None,
+          output: Path | None = None) -> int:
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     before = build_clock.given(factor) if factor else build_clock.measure()
     print(f"before the build, {build_clock.describe(before)}", flush=True)
@@ -161,7 +162,7 @@ def build(root: Path, reuse: bool = False, page: str | None = None, factor: floa
     output = root
     if page:
         environment["MINFORMERS_ONLY_PAGE"] = page = page_docname(root, page)
-        output = root / "_build" / "page"
+        output = output or root / "_build" / "page"
     elif reuse:
         environment["MINFORMERS_EXECUTION_CACHE"] = str(execution_cache(root))
     else:
@@ -219,5 +220,8 @@ if __name__ == "__main__":
     parser.add_argument("--reuse", action="store_true", help="reuse outputs of pages whose code and lib are unchanged")
     parser.add_argument("--page", help="execute only this page (e.g. bert); the site around it goes to _build/page")
     parser.add_argument("--factor", type=float, help="take this machine factor instead of measuring it (tests)")
+    parser.add_argument("--output", type=Path, help="with --page: build the site here, not in _build/page (to run "
+                                                    "several pages side by side)")
     arguments = parser.parse_args()
-    sys.exit(build(arguments.root.resolve(), reuse=arguments.reuse, page=arguments.page, factor=arguments.factor))
+    sys.exit(build(arguments.root.resolve(), reuse=arguments.reuse, page=arguments.page, factor=arguments.factor,
+                   output=arguments.output and arguments.output.resolve()))

@@ -102,6 +102,12 @@ class Page:
             )
         print(f"{what}: differ by at most {gap:.1e} (tolerance {tolerance:.0e})")
 
+    def glue(self, **values) -> None:
+        """Hand numbers to the page's prose, which shows them with
+        ``{glue:text}`name:format```: the prose is fixed, the numbers come from the run."""
+        for name, value in values.items():
+            _glue(name, value)
+
     def claim(self, id: str, **fields) -> Claim:
         """Declare a claim of this page (fields of ``Claim``), before its run."""
         if id in self.claims:

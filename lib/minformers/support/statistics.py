@@ -10,6 +10,8 @@
   same seeds and scored on the same examples; its interval comes from resampling the
   seeds and the examples together, so it stays in [-1, 1] and counts both kinds of
   noise.
+- ``proportion_interval``: the same for one setting's accuracy over seeds and examples;
+  ``mean_difference_interval`` for per-example numbers that are not flags (losses).
 - ``compare_over_seeds``: that interval and McNemar per seed, with a reading of both.
 - ``mean_interval``: a few seeds of a quantity that is not a proportion (a loss): their
   mean and the half-width of a Student-t interval, wide on purpose for 3 seeds.
@@ -171,9 +173,34 @@ def paired_bootstrap(
     (0.25, True)
     """
     a, b = _flag_grid("correct_a", correct_a), _flag_grid("correct_b", correct_b)
+    return _bootstrap_differences(a, b, resamples, seed)
+
+
+def mean_difference_interval(
+    values_a: Sequence, values_b: Sequence, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float, float]:
+    """``paired_bootstrap`` for per-example numbers that are not right/wrong flags (a
+    loss in nats, say): the mean of A minus B and its 95% interval, resampling seeds and
+    examples. ``values_a[i]`` holds run i's numbers, one per example.
+
+    >>> mean_difference_interval([[2.0, 3.0, 4.0]], [[1.0, 2.0, 3.0]])
+    (1.0, 1.0, 1.0)
+    """
+    a = torch.as_tensor(values_a, dtype=torch.float64)
+    b = torch.as_tensor(values_b, dtype=torch.float64)
+    if a.dim() != 2 or not a.numel():
+        raise ValueError(
+            f"values_a must be (runs, examples), got shape {tuple(a.shape)}"
+        )
+    return _bootstrap_differences(a, b, resamples, seed)
+
+
+def _bootstrap_differences(a, b, resamples: int, seed: int):
+    """The mean of a - b, (seeds, examples) each, and its 95% percentile interval over
+    resampled seeds and examples."""
     if a.shape != b.shape:
         raise ValueError(
-            f"correct_a and correct_b must hold the same seeds and examples, got "
+            f"both settings must hold the same seeds and examples, got "
             f"{tuple(a.shape)} and {tuple(b.shape)}"
         )
     differences = a - b  # (seeds, examples)
@@ -187,8 +214,22 @@ def paired_bootstrap(
         grid = differences[seed_draw]  # (chunk, S, N)
         grid = grid.gather(2, example_draw[:, None, :].expand(-1, seeds, -1))
         means.append(grid.mean(dim=(1, 2)))
-    low, high = torch.quantile(torch.cat(means), torch.tensor([0.025, 0.975])).tolist()
+    levels = torch.tensor([0.025, 0.975], dtype=differences.dtype)
+    low, high = torch.quantile(torch.cat(means), levels).tolist()
     return differences.mean().item(), low, high
+
+
+def proportion_interval(
+    correct: Sequence, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float, float]:
+    """One setting's accuracy over its runs (seeds) on the same examples, and its 95%
+    interval from resampling seeds and examples: (accuracy, low, high), in [0, 1].
+
+    >>> proportion_interval([[1, 1, 1, 0] * 25])[0]
+    0.75
+    """
+    zeros = [[0] * len(run) for run in correct]
+    return paired_bootstrap(correct, zeros, resamples, seed)
 
 
 def speedup_interval(
