@@ -174,6 +174,40 @@ def test_make_page_executes_one_page_and_reports_it_against_its_budget(tmp_path)
     assert not (book / "_build" / "html").exists()  # the full site, if any, is left alone
 
 
+GLUING = "from myst_nb import glue\nglue('answer', 42, display=False)"
+
+
+def test_a_page_run_alone_pastes_its_own_glue_and_fails_on_a_key_it_never_glued(tmp_path):
+    """The other pages are not executed, so their {glue} roles have nothing to paste; only the page's own count."""
+    pasting = page(GLUING) + "\nThe answer is {glue:text}`answer`.\n"
+    write_book(tmp_path, {"index": pasting, "a": pasting, "b": page("print(1)") + "\nSee {glue:text}`nowhere`.\n"})
+    result = build(tmp_path, "--page", "a", "--output", str(tmp_path / "elsewhere"))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "The answer is" in (tmp_path / "elsewhere" / "_build" / "html" / "a.html").read_text()
+    result = build(tmp_path, "--page", "b")
+    assert result.returncode != 0 and "b: nothing was glued as 'nowhere'" in result.stderr
+
+
+def test_a_full_build_fails_when_a_claim_differs_from_the_committed_one(tmp_path):
+    recording = page("from minformers.support.claims import Page\npage = Page('index')\n"
+                     "claim = page.claim('index-effect', statement='S', quantity='Q', rule='R', scale='big')\n"
+                     "page.record(claim, 'shown', difference=0.1)")
+    write_book(tmp_path, {"index": recording})
+    (tmp_path / "book").mkdir(exist_ok=True)
+    committed = tmp_path / "book" / "claims.json"
+    committed.write_text(json.dumps({"claims": {"index-effect": {"page": "index", "statement": "S",
+                                                                 "status": "contradicted"}}}))
+    result = build(tmp_path)
+    assert result.returncode != 0
+    assert "index: claim index-effect is 'shown', committed as 'contradicted'" in result.stderr
+    assert json.loads((tmp_path / "_build" / "claims" / "index-effect.json").read_text())["numbers"] == {
+        "difference": 0.1}
+    committed.write_text(json.dumps({"claims": {"index-effect": {"page": "index", "statement": "S",
+                                                                 "status": "shown"}}}))
+    result = build(tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
 def test_make_page_names_the_pages_when_given_an_unknown_one(tmp_path):
     write_book(tmp_path, {"index": page("print(1)"), "a": page("print(2)")})
     result = build(tmp_path, "--page", "nope")

@@ -181,3 +181,52 @@ def test_legend_covers_data_sees_lines_points_bars_and_areas(draw, covered):
     ax.set_ylim(0, 1)
     ax.legend(loc="center")
     assert plotting.legend_covers_data(ax) == covered
+
+
+PANEL_WORD = re.compile(r"\b(?P<side>left|right|top|bottom|upper|lower)(?:-hand)? panel", re.IGNORECASE)
+def figure_layouts(source: Path) -> list[tuple[int, int, int]]:
+    """(cell index, rows, columns) of each `figure(...)` a page draws, as its arguments say: `figure(2, 1)`,
+    `figure(ncols=2)`, `figure()` (one panel)."""
+    layouts = []
+    for index, code in code_cells(source):
+        try:
+            tree = ast.parse(code)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "figure":
+                given = dict(zip(("nrows", "ncols"), node.args, strict=False))
+                given |= {keyword.arg: keyword.value for keyword in node.keywords}
+                rows, cols = (given.get(name, ast.Constant(1)) for name in ("nrows", "ncols"))
+                layouts.append((index, getattr(rows, "value", 1), getattr(cols, "value", 1)))
+    return layouts
+
+
+def panels_misnamed(source: Path) -> list[str]:
+    """Prose that names a panel the figures beside it do not have: "right panel" where the figure before and the
+    one after both stack their panels in one column, "top panel" where both have one row."""
+    layouts = figure_layouts(source)
+    problems = []
+    for index, cell in enumerate(jupytext.read(source).cells):
+        if cell.cell_type != "markdown":
+            continue
+        before = [layout for layout in layouts if layout[0] < index][-1:]
+        after = [layout for layout in layouts if layout[0] > index][:1]
+        for match in PANEL_WORD.finditer(cell.source):
+            across = match["side"].lower() in ("left", "right")
+            if not any((cols if across else rows) > 1 for _, rows, cols in before + after):
+                problems.append(f"cell {index}: {match[0]!r}, but the figures beside it have no such panel")
+    return problems
+
+
+@pytest.mark.parametrize("source", chapters(), ids=lambda path: path.stem)
+def test_prose_names_only_panels_the_figures_have(source):
+    assert not panels_misnamed(source)
+
+
+def test_a_misnamed_panel_is_found(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# P\n\nThe right panel shows it.\n\n```{code-cell} ipython3\nfig, axes = figure(2, 1)\n```\n")
+    assert panels_misnamed(page) == ["cell 0: 'right panel', but the figures beside it have no such panel"]
+    page.write_text("# P\n\nThe bottom panel shows it.\n\n```{code-cell} ipython3\nfig, axes = figure(2, 1)\n```\n")
+    assert panels_misnamed(page) == []

@@ -29,6 +29,7 @@ learner runs it alone, so its cells have no time limit (tools/execution_mode.py)
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -136,6 +137,18 @@ def page_docname(root: Path, name: str) -> str:
     return docname
 
 
+GLUE_ROLE = re.compile(r"\{glue(?::\w+)?\}`(?P<key>[^`:]+)")
+
+
+def missing_glue(root: Path, output: Path, page: str) -> list[str]:
+    """The keys the page's {glue} roles paste that its run did not glue: in a full build Sphinx reports them, but a
+    page built alone has that warning off (tools/execution_mode.py)."""
+    used = {match["key"] for match in GLUE_ROLE.finditer((root / f"{page}.md").read_text(encoding="utf-8"))}
+    glue_file = output / "_build" / "jupyter_execute" / f"{page}.glue.json"
+    glued = set(json.loads(glue_file.read_text())) if glue_file.exists() else set()
+    return [f"{page}: nothing was glued as {key!r}, which its prose pastes" for key in sorted(used - glued)]
+
+
 def check_claims(root: Path, page: str | None) -> list[str]:
     """The claims the pages recorded (in _build/claims) against the committed book/claims.json, if the book has one
     (tools/claims.py): problems for a whole book; for one page, its differences are printed as notes, since a page
@@ -159,7 +172,6 @@ def build(root: Path, reuse: bool = False, page: str | None = None, factor: floa
     print(f"before the build, {build_clock.describe(before)}", flush=True)
     environment = {**os.environ, "MINFORMERS_BUILD": "1"}  # training loops print a line per evaluation, not a bar
     environment["MINFORMERS_CLAIMS"] = str(root / claims.LEDGER_NAME)  # where the pages record their claims
-    output = root
     if page:
         environment["MINFORMERS_ONLY_PAGE"] = page = page_docname(root, page)
         output = output or root / "_build" / "page"
@@ -170,6 +182,7 @@ def build(root: Path, reuse: bool = False, page: str | None = None, factor: floa
         # records every claim afresh.
         shutil.rmtree(root / "_build" / "checkpoints", ignore_errors=True)
         shutil.rmtree(root / claims.LEDGER_NAME, ignore_errors=True)
+    output = output if page else root
     probes = output / "_build" / "clock_probes.txt"
     probes.unlink(missing_ok=True)
     if not factor and not page and not reuse:  # a whole book executed: the clock is also read between its pages
@@ -205,6 +218,8 @@ def build(root: Path, reuse: bool = False, page: str | None = None, factor: floa
     if result.returncode != 0:
         problems.insert(0, f"jupyter-book exited with {result.returncode} (a cell failed or Sphinx warned)")
     problems += check_claims(root, page)
+    if page:
+        problems += missing_glue(root, output, page)
     for problem in problems:
         print(f"ERROR: {problem}", file=sys.stderr)
     if problems:

