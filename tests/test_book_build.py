@@ -6,6 +6,7 @@ not just the driver's arithmetic.
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import nbformat
@@ -226,3 +227,31 @@ def test_pages_execute_in_the_order_of_the_table_of_contents(tmp_path):
     result = build(book)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert log.read_text().split() == list(names)
+
+
+def test_glued_values_reach_a_site_built_from_the_executed_notebook_with_execution_off(tmp_path):
+    """The student site is built from the executed notebooks with execution off (tools/student.py), and myst-nb keeps
+    the glued values beside them, not in them: with_glue puts them back, so the prose still pastes them."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    from student import with_glue
+
+    book = tmp_path / "book"
+    book.mkdir()
+    write_book(book, {"index": page(GLUING) + "\nThe answer is {glue:text}`answer`.\n"})
+    assert build(book).returncode == 0
+    executed = nbformat.read(book / "_build" / "jupyter_execute" / "index.ipynb", as_version=4)
+    site = tmp_path / "site"
+    site.mkdir()
+    write_book(site, {"index": "placeholder"})
+    (site / "index.md").unlink()
+    nbformat.write(with_glue(executed, book / "_build" / "jupyter_execute" / "index.glue.json"), site / "index.ipynb")
+    config = yaml.safe_load((site / "_config.yml").read_text())
+    config["execute"]["execute_notebooks"] = "off"
+    (site / "_config.yml").write_text(yaml.safe_dump(config))
+    jupyter_book = Path(sys.executable).parent / "jupyter-book"
+    result = subprocess.run([str(jupyter_book), "build", "--all", "-W", "-n", "--keep-going", str(site)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert re.search(r"The answer is <span[^>]*>42</span>", (site / "_build" / "html" / "index.html").read_text())

@@ -89,6 +89,36 @@ def test_no_page_output_shows_a_warning_or_traceback():
                     assert not alarming, f"{name}: {alarming[:5]}"
 
 
+def builds_a_table(source: str) -> bool:
+    """Whether a cell calls table() (or a helper named *_table) outside any function it defines."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # IPython magics
+        return False
+    defined = {id(node) for top in tree.body if isinstance(top, (ast.FunctionDef, ast.ClassDef))
+               for node in ast.walk(top)}
+    return any(isinstance(node, ast.Call) and id(node) not in defined
+               and getattr(node.func, "id", "").endswith("table") for node in ast.walk(tree))
+
+
+@pytest.mark.parametrize("name", code_pages())
+def test_every_table_a_cell_builds_is_shown(name):
+    """A result table built and then dropped (a table() followed by a print used to lose it) is a result the page
+    lost: every cell that builds one shows a Markdown table, unless it removes its output on purpose."""
+    notebook = nbformat.read(BUILD / "jupyter_execute" / f"{name}.ipynb", as_version=4)
+    lost = []
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type != "code" or "remove-output" in cell.metadata.get("tags", []):
+            continue
+        shown = [output for output in cell.get("outputs", [])
+                 if "| --- |" in output.get("data", {}).get("text/markdown", "")]
+        if builds_a_table(cell.source) and not shown:
+            lost.append(f"cell {index}: {cell.source.splitlines()[0][:60]}")
+    assert not lost, f"{name}: tables built and not shown: {lost}"
+
+
 # Build talk: what the build says about itself rather than about the model. It goes to stderr, off the page.
 BUILD_TALK = [r"\bstep +\d+/\d+ \|", r"resumed from \S+\.safetensors", r"\bran in \d", r"\[ ?\d+/\d+\] d_model"]
 

@@ -93,6 +93,20 @@ def write_library() -> None:
     shutil.copytree(ROOT / "lib", STUDENT / "lib", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
 
 
+def with_glue(notebook: nbformat.NotebookNode, path: Path) -> nbformat.NotebookNode:
+    """The notebook with the values its prose pastes ({glue} roles) back among its outputs. myst-nb keeps them beside
+    the executed notebook (`<name>.glue.json`), not in it, and a site built with execution off reads them only from
+    the cells' outputs: they go, under their own mime prefix, into the last code cell. `path` is the .glue.json."""
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    if not path.exists() or not code:
+        return notebook
+    for output in json.loads(path.read_text()).values():
+        prefix = output["metadata"]["scrapbook"].get("mime_prefix", "")
+        output["data"] = {prefix + kind: value for kind, value in output["data"].items()}
+        code[-1].outputs.append(nbformat.from_dict(output))
+    return notebook
+
+
 def build_site(names: list[str]) -> None:
     """Build the student site from the executed notebooks, stripped, with execution off.
 
@@ -105,7 +119,8 @@ def build_site(names: list[str]) -> None:
     for page in (ROOT / "book").glob("*.md"):
         name = str(page.relative_to(ROOT).with_suffix(""))
         if name in names:
-            nbformat.write(edition(name, keep_outputs=True), source / f"{name}.ipynb")
+            glued = with_glue(edition(name, keep_outputs=True), BUILD / "jupyter_execute" / f"{name}.glue.json")
+            nbformat.write(glued, source / f"{name}.ipynb")
         else:
             shutil.copy2(page, source / f"{name}.md")
     shutil.copy2(ROOT / "_toc.yml", source / "_toc.yml")
