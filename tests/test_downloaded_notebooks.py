@@ -110,6 +110,8 @@ def test_glued_values_read_as_the_site_shows_them():
     glued = Page(titles={}, works={}, glued={"gap": "0.03125", "lora": "'not shown at this scale'"})
     assert markdown("gap {glue:text}`gap:.1%`, {glue}`gap`; {glue:text}`lora`", glued) == (
         "gap 3.1%, 0.03125; not shown at this scale")
+    numpy = Page(titles={}, works={}, glued={"x": "np.float64(0.25)", "shape": "torch.Size([2, 3])"})
+    assert markdown("{glue:text}`x:.0%` and {glue:text}`shape`", numpy) == "25% and torch.Size([2, 3])"
 
 
 def test_references_to_exercises_and_sections_read_as_their_titles():

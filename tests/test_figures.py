@@ -204,7 +204,8 @@ def figure_layouts(source: Path) -> list[tuple[int, int, int]]:
 
 def panels_misnamed(source: Path) -> list[str]:
     """Prose that names a panel the figures beside it do not have: "right panel" where the figure before and the
-    one after both stack their panels in one column, "top panel" where both have one row."""
+    one after both stack their panels in one column, "top panel" where both have one row. A panel "of the ...
+    figure" is looked for in every figure of the page."""
     layouts = figure_layouts(source)
     problems = []
     for index, cell in enumerate(jupytext.read(source).cells):
@@ -214,7 +215,10 @@ def panels_misnamed(source: Path) -> list[str]:
         after = [layout for layout in layouts if layout[0] > index][:1]
         for match in PANEL_WORD.finditer(cell.source):
             across = match["side"].lower() in ("left", "right")
-            if not any((cols if across else rows) > 1 for _, rows, cols in before + after):
+            # "the bottom panel of the sentiment figure" names a figure elsewhere on the page
+            named_elsewhere = cell.source[match.end():].startswith(" of the")
+            nearby = layouts if named_elsewhere else before + after
+            if not any((cols if across else rows) > 1 for _, rows, cols in nearby):
                 problems.append(f"cell {index}: {match[0]!r}, but the figures beside it have no such panel")
     return problems
 

@@ -193,8 +193,13 @@ def _pasted(text: str, page: Page) -> str:
     key, _, spec = text.partition(":")
     if key not in page.glued:
         return key
-    value = ast.literal_eval(page.glued[key])
-    return format(value, spec) if spec else str(value)
+    text = page.glued[key]
+    wrapped = re.fullmatch(r"(?:np|numpy)\.\w+\((?P<inner>.*)\)", text)  # a NumPy scalar: np.float64(0.5)
+    try:
+        value = ast.literal_eval(wrapped["inner"] if wrapped else text)
+        return format(value, spec) if spec else str(value)
+    except (ValueError, SyntaxError, TypeError):
+        return text  # not a literal: as its text shows it
 
 
 def merged_streams(outputs: list) -> list:

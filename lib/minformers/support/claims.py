@@ -80,7 +80,9 @@ def _glue(name: str, value) -> None:
     except ImportError:
         return
     if get_ipython() is not None:
-        glue(name, value, display=False)
+        # a NumPy or torch scalar as a plain number, so the prose and the ledger read 0.5,
+        # not np.float64(0.5)
+        glue(name, value.item() if hasattr(value, "item") else value, display=False)
 
 
 class Page:
