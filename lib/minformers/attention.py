@@ -112,11 +112,9 @@ class MultiHeadAttention(nn.Module):
             raise TypeError(
                 f"mask must be a bool tensor (True = may attend), got {mask.dtype}"
             )
-        try:
-            fits = torch.broadcast_shapes(mask.shape, scores_shape) == scores_shape
-        except RuntimeError:
-            fits = False
-        if not fits:
+        # broadcasts without growing the scores: each trailing size is 1 or the scores'
+        pairs = zip(mask.shape[::-1], scores_shape[::-1], strict=False)
+        if mask.dim() > len(scores_shape) or any(m not in (1, s) for m, s in pairs):
             raise ValueError(
                 f"mask of shape {tuple(mask.shape)} does not broadcast to the scores "
                 f"{tuple(scores_shape)}"

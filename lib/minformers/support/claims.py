@@ -80,8 +80,7 @@ def _glue(name: str, value) -> None:
     except ImportError:
         return
     if get_ipython() is not None:
-        # a NumPy or torch scalar as a plain number, so the prose and the ledger read 0.5,
-        # not np.float64(0.5)
+        # a NumPy or torch scalar as a plain number: the prose reads 0.5, not np.float64(0.5)
         glue(name, value.item() if hasattr(value, "item") else value, display=False)
 
 
