@@ -96,6 +96,19 @@ def test_accept_takes_the_recorded_statuses_and_keeps_the_untested():
     assert claims_tool.counts(merged) == "0 shown, 1 not shown at this scale, 0 contradicted, 1 not tested"
 
 
+def test_accepting_one_page_leaves_the_others_and_drops_its_renamed_claims(tmp_path):
+    expected = {"old": {"page": "one", "statement": "Old", "status": SHOWN},
+                "b": {"page": "two", "statement": "B", "status": SHOWN}}
+    found = {"new": {"page": "one", "statement": "New", "status": SHOWN},
+             "b": {"page": "two", "statement": "B", "status": CONTRADICTED}}  # page two's run is not taken
+    assert claims_tool.accept(expected, found, {"one"}) == {
+        "b": expected["b"], "new": {"page": "one", "statement": "New", "status": SHOWN}}
+    for claim_id, entry in found.items():
+        (tmp_path / f"{claim_id}.json").write_text(json.dumps({"id": claim_id, **entry}))
+    claims_tool.forget(tmp_path, "one")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["b.json"]
+
+
 def test_the_committed_ledger_is_well_formed():
     claims = committed(ROOT / "book" / "claims.json")
     pages = {path.stem for path in (ROOT / "book").glob("*.md")}

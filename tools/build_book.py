@@ -175,6 +175,7 @@ def build(root: Path, reuse: bool = False, page: str | None = None, factor: floa
     if page:
         environment["MINFORMERS_ONLY_PAGE"] = page = page_docname(root, page)
         output = output or root / "_build" / "page"
+        claims.forget(root / claims.LEDGER_NAME, Path(page).name)  # a claim renamed since the last run must not linger
     elif reuse:
         environment["MINFORMERS_EXECUTION_CACHE"] = str(execution_cache(root))
     else:

@@ -2,6 +2,7 @@
 
     python tools/claims.py              compare the build's ledger (_build/claims/) with book/claims.json
     python tools/claims.py --accept     write the ledger's statuses into book/claims.json (the pages run so far)
+    python tools/claims.py --accept --page NAME    ... of that page only (repeatable), dropping its claims not recorded
 
 Each page records its claims as it runs (lib/minformers/support/claims.py). A full build fails when a status differs
 from the committed one, when a committed claim of a page that ran was not recorded, or when a recorded claim is not
@@ -47,8 +48,20 @@ def counts(expected: dict) -> str:
     return ", ".join(f"{tally[status]} {status}" for status in STATUSES)
 
 
-def accept(expected: dict, found: dict) -> dict:
-    """The committed claims with the ledger's page, statement and status taken for every recorded claim."""
+def forget(folder: Path, page: str) -> None:
+    """Remove one page's claims from a build's ledger, before the page runs again alone."""
+    for claim_id, entry in measured(folder).items():
+        if entry["page"] == page:
+            (folder / f"{claim_id}.json").unlink()
+
+
+def accept(expected: dict, found: dict, pages: set[str] | None = None) -> dict:
+    """The committed claims with the ledger's page, statement and status taken for every recorded claim (of `pages`
+    only, if given: a claim of theirs that the ledger no longer holds was renamed or removed, and goes)."""
+    if pages is not None:
+        found = {claim_id: entry for claim_id, entry in found.items() if entry["page"] in pages}
+        expected = {claim_id: entry for claim_id, entry in expected.items()
+                    if entry["page"] not in pages or entry["status"] == NOT_TESTED}
     merged = dict(expected)
     for claim_id, entry in found.items():
         merged[claim_id] = {"page": entry["page"], "statement": entry["statement"], "status": entry["status"]}
@@ -60,11 +73,11 @@ def accept(expected: dict, found: dict) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--accept", action="store_true", help="write the recorded statuses into book/claims.json")
-    parser.add_argument("--page", action="append", help="compare only this page's claims (repeatable)")
+    parser.add_argument("--page", action="append", help="compare or accept only this page's claims (repeatable)")
     arguments = parser.parse_args()
     expected, found = committed(COMMITTED), measured(ROOT / LEDGER_NAME)
     if arguments.accept:
-        merged = accept(expected, found)
+        merged = accept(expected, found, set(arguments.page) if arguments.page else None)
         COMMITTED.write_text(json.dumps({"claims": merged}, indent=2, ensure_ascii=False) + "\n")
         print(f"book/claims.json: {len(merged)} claims ({counts(merged)})")
         return 0
