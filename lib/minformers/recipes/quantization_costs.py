@@ -1,6 +1,6 @@
 """What quantization costs a model, as the quantization page measures it: held-out loss
 and weight error under weight schemes, the outlier channels of each layer's input, and
-torch's int8 kernel in size, speed and loss.
+torch's int8 kernel in size, loss and speed (interleaved timings).
 
     >>> scheme_name(4, 32), scheme_name(8, None, absmax=True)
     ('4-bit, groups of 32', '8-bit absmax, per row')
@@ -40,11 +40,19 @@ def weight_schemes(bits=(8, 6, 4, 3, 2), group_sizes=(32, 128, None)) -> dict:
 
 
 @torch.no_grad()
-def held_out_loss(model: torch.nn.Module, ids: torch.Tensor) -> float:
-    """Mean next-token cross-entropy of ``model`` on ``ids`` (batch, length + 1)."""
+def token_losses(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    """Next-token cross-entropy of ``model`` at each position of ``ids`` (batch,
+    length + 1), flattened: (batch * length,), for paired comparisons of two settings."""
     logits = model(ids[:, :-1])
     logits = getattr(logits, "logits", logits)  # an HF model's output
-    return F.cross_entropy(logits.flatten(0, 1).float(), ids[:, 1:].flatten()).item()
+    return F.cross_entropy(
+        logits.flatten(0, 1).float(), ids[:, 1:].flatten(), reduction="none"
+    )
+
+
+def held_out_loss(model: torch.nn.Module, ids: torch.Tensor) -> float:
+    """Mean next-token cross-entropy of ``model`` on ``ids`` (batch, length + 1)."""
+    return token_losses(model, ids).mean().item()
 
 
 def weight_error(model: torch.nn.Module, quantized: torch.nn.Module) -> float:
@@ -123,17 +131,20 @@ def int8_kernels(model: torch.nn.Module, spared=()) -> tuple:
 
 
 @torch.no_grad()
-def tokens_per_second(model: torch.nn.Module, ids: torch.Tensor, repeats=3) -> float:
-    """Tokens of ``ids`` (batch, length) a forward pass handles per second: the
-    fastest of ``repeats`` passes after one to warm up, the least disturbed by other
-    work on the machine."""
-    model(ids)
-    seconds = []
-    for _ in range(repeats):
-        started = time.perf_counter()
+def interleaved_seconds(models: dict, ids: torch.Tensor, repeats: int = 10) -> dict:
+    """name -> the seconds of ``repeats`` forward passes of each model over ``ids``
+    (batch, length), after one pass each to warm up. The models take turns within each
+    repeat, so that a slow moment of the machine falls on all of them
+    (``statistics.speedup_interval`` reads repeat i of two models as a pair)."""
+    for model in models.values():
         model(ids)
-        seconds.append(time.perf_counter() - started)
-    return ids.numel() / min(seconds)
+    seconds = {name: [] for name in models}
+    for _ in range(repeats):
+        for name, model in models.items():
+            started = time.perf_counter()
+            model(ids)
+            seconds[name].append(time.perf_counter() - started)
+    return seconds
 
 
 def state_megabytes(model: torch.nn.Module) -> float:
