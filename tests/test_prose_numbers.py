@@ -29,7 +29,6 @@ ONE_THREAD = "a setting: each worker process runs on one torch thread"
 
 # (chapter, number as written) -> why it is not a result of this build's run
 ALLOWED = {
-    ("activations", "0.001"): "arithmetic: the step of activations._grid near 0",
     ("applications_rag", "8 new tokens"): "a setting: the default max_new_tokens of the recipe the page calls",
     ("bert", "15%"): "BERT's masking rate, a fact of the paper cited on the page",
     ("bert_albert", "a fifth"): "arithmetic: 30,000 x 768 = 23 M of BERT-base's 110 M, worked in the text",
