@@ -32,6 +32,8 @@ ALLOWED = {
     ("applications_rag", "8 new tokens"): "a setting: the default max_new_tokens of the recipe the page calls",
     ("bert", "15%"): "BERT's masking rate, a fact of the paper cited on the page",
     ("bert_albert", "a fifth"): "arithmetic: 30,000 x 768 = 23 M of BERT-base's 110 M, worked in the text",
+    ("bert_albert", "a tenth"): "the claim's threshold (PLATEAU = 0.1 nats), a setting declared in code before the run",
+    ("bert_albert", "125,000 steps"): "the paper's training length (Lan et al., 2020), a fact cited on the page",
     ("bert_albert", "155 tokens"): "arithmetic: H(E + 1)/(H - E) for the exercise's H = 768 and E = 128",
     ("bert_electra", "85%"): "arithmetic: the positions MLM does not mask, 100% - 15%",
     ("bert_electra", "79.9"): "the ELECTRA paper's GLUE score, quoted (cited in the same list item)",
