@@ -1,6 +1,7 @@
 import math
 
 import pytest
+import torch
 
 from minformers.support.statistics import (
     compare_over_seeds,
@@ -114,5 +115,7 @@ def test_mean_difference_interval_resamples_real_numbers_paired():
     losses = [[3.0, 1.0, 2.0, 5.0], [2.5, 4.0, 1.5, 2.0]]
     shifted = [[value - 0.5 for value in run] for run in losses]
     assert mean_difference_interval(losses, shifted) == pytest.approx((0.5, 0.5, 0.5))
+    as_tensors = [torch.tensor(run) for run in losses], [torch.tensor(run) for run in shifted]
+    assert mean_difference_interval(*as_tensors) == pytest.approx((0.5, 0.5, 0.5))
     with pytest.raises(ValueError, match="same seeds and examples"):
         mean_difference_interval([[1.0, 2.0]], [[1.0]])

@@ -186,13 +186,20 @@ def mean_difference_interval(
     >>> mean_difference_interval([[2.0, 3.0, 4.0]], [[1.0, 2.0, 3.0]])
     (1.0, 1.0, 1.0)
     """
-    a = torch.as_tensor(values_a, dtype=torch.float64)
-    b = torch.as_tensor(values_b, dtype=torch.float64)
+    a, b = _runs_grid(values_a), _runs_grid(values_b)
     if a.dim() != 2 or not a.numel():
         raise ValueError(
             f"values_a must be (runs, examples), got shape {tuple(a.shape)}"
         )
     return _bootstrap_differences(a, b, resamples, seed)
+
+
+def _runs_grid(values) -> torch.Tensor:
+    """Runs of per-example numbers, as lists or as 1-D tensors, -> (runs, examples)."""
+    # torch.as_tensor refuses a list of tensors
+    if len(values) and isinstance(values[0], torch.Tensor):
+        return torch.stack([run.to(torch.float64) for run in values])
+    return torch.as_tensor(values, dtype=torch.float64)
 
 
 def _bootstrap_differences(a, b, resamples: int, seed: int):
