@@ -36,6 +36,14 @@ def test_a_check_passes_within_its_tolerance_and_fails_naming_page_check_and_gap
         page.check("a gap that is not a number", float("nan"), tolerance=1.0)
 
 
+def test_a_check_reads_a_gap_still_in_the_autograd_graph_without_a_warning(recwarn):
+    import torch
+
+    weight = torch.ones(2, requires_grad=True)
+    Page("transformer_translation").check("a loss", (weight * 1e-7).sum(), tolerance=1e-5)
+    assert not [warning for warning in recwarn if "requires_grad" in str(warning.message)]
+
+
 @pytest.mark.parametrize(("low", "high", "direction", "status"), [
     (0.01, 0.2, 1, SHOWN), (-0.01, 0.2, 1, NOT_SHOWN), (-0.3, -0.1, 1, CONTRADICTED),
     (-0.3, -0.1, -1, SHOWN), (0.1, 0.3, -1, CONTRADICTED), (0.0, 0.3, 1, NOT_SHOWN)])
@@ -135,3 +143,4 @@ def test_the_ledger_page_lists_every_claim_by_status(tmp_path):
     assert "**Shown** (1)" in text and "- {doc}`one`: A holds. *difference 0.0312*" in text
     assert "**Not tested** (1)" in text and "- C holds. *needs 7 B parameters*" in text
     assert "**Contradicted** (0)" in text
+

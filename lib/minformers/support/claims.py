@@ -95,7 +95,8 @@ class Page:
         """Assert that a shown equality holds: ``gap`` (the largest absolute
         difference) within ``tolerance``, and print it. The message of a failure names
         the page, the check and the gap."""
-        gap = float(gap)
+        # a tensor still in the autograd graph (a loss, say) is read as a plain number
+        gap = float(gap.detach() if hasattr(gap, "detach") else gap)
         if not gap <= tolerance:  # a NaN gap fails too
             raise AssertionError(
                 f"{self.name}: {what}: differ by {gap:.3g}, over the tolerance of "
