@@ -1,7 +1,7 @@
 """What the speculative decoding page measures, with the GPT page's model as the target:
 three drafts of rising quality, the first two tokens that speculative sampling writes
 after one prefix, many times over, against the target's own distribution of them, and
-decoding speed against the number of guesses.
+decoding time against the number of guesses, plain and speculative in turn.
 
     >>> ONE_LAYER.steps, ONE_LAYER.shape()["n_layers"]
     (320, 1)
@@ -9,6 +9,7 @@ decoding speed against the number of guesses.
 
 import contextlib
 import io
+import statistics
 import time
 
 import torch
@@ -149,30 +150,31 @@ def power(
 @torch.no_grad()
 def call_seconds(model, prompt: torch.Tensor, new: int = 1, repeats: int = 20) -> float:
     """Seconds for one cached call of ``model`` that reads the last ``new`` tokens of
-    ``prompt`` (1, T) after the others: the fastest of ``repeats``."""
+    ``prompt`` (1, T) after the others: the median of ``repeats``, a typical call."""
     reader = Reader(model.eval())
     reader(prompt[:, :-new])
     length = prompt.shape[1] - new
-    best = float("inf")
+    seconds = []
     for _ in range(repeats):
         started = time.perf_counter()
         reader(prompt)
-        best = min(best, time.perf_counter() - started)
+        seconds.append(time.perf_counter() - started)
         reader.forget_after(length)
-    return best
+    return statistics.median(seconds)
 
 
 @torch.no_grad()
-def decoding_speed(
-    target, draft, prompts: list, new_tokens: int, gamma: int, repeats: int = 2
-) -> tuple[float, float, SpeculativeStats]:
-    """(plain tokens per second, speculative tokens per second, SpeculativeStats) over
-    ``prompts`` ((1, T) each), ``new_tokens`` each, at temperature 1. Plain cached
-    decoding and speculative decoding take turns, ``repeats`` times each, and each
-    keeps its fastest: the machine's drift falls on both alike."""
-    best = {"plain": 0.0, "speculative": 0.0}
+def decoding_seconds(
+    target, draft, prompts: list, new_tokens: int, gamma: int, repeats: int = 3
+) -> tuple[list[float], list[float], SpeculativeStats]:
+    """(plain seconds, speculative seconds, SpeculativeStats): ``repeats`` timings of
+    each way of writing ``new_tokens`` after each of ``prompts`` ((1, T) each) at
+    temperature 1. The two take turns, plain then speculative, so that repeat i of
+    each is a pair for ``statistics.speedup_interval``; each repeat draws the same
+    text (the generator restarts), so only the machine's noise differs."""
+    seconds = {"plain": [], "speculative": []}
     for _ in range(repeats):
-        for way in best:
+        for way, timings in seconds.items():
             generator = torch.Generator().manual_seed(0)
             started, stats = time.perf_counter(), SpeculativeStats()
             for prompt in prompts:
@@ -182,6 +184,5 @@ def decoding_speed(
                     stats += speculative_generate(
                         target, draft, prompt, new_tokens, gamma, 1.0, generator
                     )[1]
-            speed = len(prompts) * new_tokens / (time.perf_counter() - started)
-            best[way] = max(best[way], speed)
-    return best["plain"], best["speculative"], stats
+            timings.append(time.perf_counter() - started)
+    return seconds["plain"], seconds["speculative"], stats
