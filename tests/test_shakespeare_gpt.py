@@ -53,3 +53,14 @@ def test_write_samples_gives_the_same_texts_for_a_seed_and_prints_nothing(monkey
     assert shakespeare_gpt.write_samples({"temperature": 0}, PROMPT, samples=2, length=12, seed=5)[0] in (
         shakespeare_gpt.write_samples({"temperature": 0}, PROMPT, samples=1, length=12, seed=9))  # greedy: no draws
     assert capsys.readouterr() == ("", "")
+
+
+def test_the_scored_windows_average_to_the_runs_own_validation_loss():
+    from minformers.recipes.decoder_comparison import scored_run, unigram_floor
+
+    run = LMRun(schedule=TrainConfig(steps=4, lr=3e-3, warmup_steps=1, eval_every=4), batch_size=2,
+                validation_windows=5, sample_length=0, model_changes=(("n_layers", 1),))
+    history, losses = scored_run(run)
+    assert len(losses) == 5
+    assert abs(sum(losses) / len(losses) - history.last_eval("val_loss")) < 1e-5  # float32 means in another order
+    assert unigram_floor(shakespeare_characters(), run) > 0

@@ -82,6 +82,17 @@ class LMRun:
         return GPT(config) if self.architecture == "gpt" else LlamaForCausalLM(config)
 
 
+def held_out_windows(corpus: TextCorpus, run: LMRun) -> torch.Tensor:
+    """The run's held-out windows, (validation_windows, max_len + 1), the same for every
+    run of that shape: "val_loss" is the mean loss over their next tokens."""
+    return random_windows(
+        corpus.validation_ids,
+        run.config(corpus).max_len + 1,
+        run.validation_windows,
+        torch.Generator().manual_seed(12345),
+    )
+
+
 def train_language_model(
     corpus: TextCorpus, run: LMRun = LMRun(), progress: bool | None = None
 ) -> tuple[nn.Module, History]:
@@ -96,12 +107,7 @@ def train_language_model(
     # for it would never be trained, and text generated past the context, in which every
     # token is predicted from that position, would fall apart.
     window = config.max_len + 1
-    validation = random_windows(
-        corpus.validation_ids,
-        window,
-        run.validation_windows,
-        torch.Generator().manual_seed(12345),
-    )
+    validation = held_out_windows(corpus, run)
 
     def batch_for_step(step: int) -> torch.Tensor:
         return random_windows(

@@ -19,6 +19,7 @@ import io
 from functools import lru_cache
 
 import torch
+from torch import nn
 
 from minformers.generation import generate
 from minformers.language_modeling import CharTokenizer, TextCorpus
@@ -55,12 +56,17 @@ def _shakespeare_characters() -> TextCorpus:
     )
 
 
-def train_quietly(run: LMRun) -> History:
+def trained_quietly(run: LMRun) -> tuple[nn.Module, History]:
     """Train ``run`` on these characters, or load it from this build's checkpoints,
     printing nothing: one of several runs on worker processes
     (``parallel.map_in_workers``), whose lines would interleave."""
     with contextlib.redirect_stderr(io.StringIO()):
-        return train_language_model(shakespeare_characters(), run, progress=False)[1]
+        return train_language_model(shakespeare_characters(), run, progress=False)
+
+
+def train_quietly(run: LMRun) -> History:
+    """``trained_quietly``'s History alone."""
+    return trained_quietly(run)[1]
 
 
 def write_samples(
