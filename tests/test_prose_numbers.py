@@ -36,8 +36,6 @@ ALLOWED = {
     ("bert_albert", "125,000 steps"): "the paper's training length (Lan et al., 2020), a fact cited on the page",
     ("bert_albert", "155 tokens"): "arithmetic: H(E + 1)/(H - E) for the exercise's H = 768 and E = 128",
     ("bert_electra", "85%"): "arithmetic: the positions MLM does not mask, 100% - 15%",
-    ("bert_electra", "79.9"): "the ELECTRA paper's GLUE score, quoted (cited in the same list item)",
-    ("bert_electra", "75.1"): "the ELECTRA paper's GLUE score, quoted (cited in the same list item)",
     ("bert_electra", "a quarter"): "settings the code writes as / 4: the generator's width, the detection runs' rate",
     ("bert_electra", "a third"): "a setting: the rare-token run's steps, DETECTION.steps // 3",
     ("bert_electra", "a tenth"): "a setting: BERT's split keeps the true token at 10% of the predicted positions",
