@@ -8,6 +8,12 @@ few seeds.
     history, losses = scored_run(LMRun("llama", init_seed=1))  # losses: one per window
     # the mean of the windows' losses is the recipe's own last val_loss
 
+The floor that the page reads losses against, for characters of English text:
+
+>>> floor = unigram_floor(shakespeare_characters(), LMRun())  # nats per character
+>>> 2.5 < floor < 4.0
+True
+
 The windows are the recipe's own (``language_model_run.held_out_windows``); the page
 checks that the mean of the windows' losses equals the recipe's last ``val_loss``.
 """
