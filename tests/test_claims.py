@@ -2,6 +2,7 @@
 ledger, and tools/claims.py fails a build whose statuses differ from book/claims.json."""
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -144,3 +145,14 @@ def test_the_ledger_page_lists_every_claim_by_status(tmp_path):
     assert "**Not tested** (1)" in text and "- C holds. *needs 7 B parameters*" in text
     assert "**Contradicted** (0)" in text
 
+
+def test_the_notes_map_in_contributing_names_only_claims_of_the_ledger():
+    """contributing.md maps the notes' claims to chapters; where a run decides one, its last column names the claim
+    (in backticks) rather than typing a status, so a claim renamed or dropped must not leave a dangling name."""
+    claims = committed(ROOT / "book" / "claims.json")
+    text = (ROOT / "book" / "contributing.md").read_text()
+    rows = [line for line in text.split("## The source notes' claims")[1].splitlines() if line.startswith("| ")]
+    named = {name for row in rows for name in re.findall(r"`([a-z0-9]+(?:-[a-z0-9]+)+)`", row.split("|")[-2])}
+    assert len(named) > 30, "the map names the ledger's claims"
+    dangling = sorted(named - set(claims))
+    assert not dangling, f"named in contributing.md but not in book/claims.json: {dangling}"
