@@ -156,27 +156,34 @@ def chosen_nll_loss(pairs: Pairs):
     return loss_for_batch
 
 
-def preference_accuracy(policy, reference_pairs: Pairs) -> float:
-    """The share of held-out pairs whose chosen completion the policy has raised more,
-    relative to the reference, than the rejected one (its implicit reward ranks
-    them as the labels do)."""
+def ranked_as_labelled(policy, reference_pairs: Pairs) -> torch.Tensor:
+    """(pairs,) bool: whether the policy has raised each pair's chosen completion more,
+    relative to the reference, than the rejected one (its implicit reward ranks the
+    pair as the label does)."""
     with torch.no_grad():
         chosen = completion_log_probs(policy.eval(), reference_pairs.chosen)
         rejected = completion_log_probs(policy.eval(), reference_pairs.rejected)
     margin = (chosen - reference_pairs.reference_chosen) - (
         rejected - reference_pairs.reference_rejected
     )
-    return (margin > 0).float().mean().item()
+    return margin > 0
+
+
+def preference_accuracy(policy, reference_pairs: Pairs) -> float:
+    """The share of held-out pairs the policy ranks as labelled (``ranked_as_labelled``)."""
+    return ranked_as_labelled(policy, reference_pairs).float().mean().item()
 
 
 @dataclass
 class Measured:
     """A policy's samples on fresh prompts: the true reward (mean, standard error) and
-    the Monte-Carlo KL from the reference, mean over samples of log pi - log ref."""
+    the Monte-Carlo KL from the reference, mean over samples of log pi - log ref; and
+    the reward of each prompt's sample, for paired comparisons on the same prompts."""
 
     reward: float
     reward_error: float
     kl: float
+    per_prompt: torch.Tensor  # (prompts,)
 
 
 def measure(policy, reference, prompt_ids, decode, valence, seed: int) -> Measured:
@@ -190,6 +197,7 @@ def measure(policy, reference, prompt_ids, decode, valence, seed: int) -> Measur
         scores.mean().item(),
         (scores.std() / len(scores) ** 0.5).item(),
         kl.mean().item(),
+        scores,
     )
 
 
@@ -211,6 +219,6 @@ def best_of_n(
         best = scores[:n].max(0).values
         bound = math.log(n) - (n - 1) / n
         measured[n] = Measured(
-            best.mean().item(), (best.std() / len(best) ** 0.5).item(), bound
+            best.mean().item(), (best.std() / len(best) ** 0.5).item(), bound, best
         )
     return measured
