@@ -1,29 +1,30 @@
 """A small world of documents built for the sentence tasks, where each cue NSP and SOP
 could use is known and a tiny encoder learns in seconds.
 
-A document has a topic and runs a clock. Sentence i of a document that starts at hour c
-reads ``[hour (c + i) mod n_hours] w w ... w``: an hour token, then words drawn from
-the topic's own words. The hours wrap around, so no hour is always first or last:
+A document has a topic and a chain of links, drawn at random for each document.
+Sentence i reads ``[link i] w ... w [link i+1]``: the words are drawn from the topic's
+own words, and each sentence ends with the link the next one begins with. So:
 
 - whether two sentences share a topic shows only by reading both (each topic's words
   are equally common), and a sentence from another document almost never does;
-- the order of two sentences of one document shows only in their hours (a document
-  starts at a random hour), and nowhere else: their words are drawn alike.
+- the order of two sentences of one document shows only across the pair: in order,
+  A's last link is B's first; swapped, B's last link is A's first. A sentence alone
+  says nothing, since every document draws its own links.
 
-NSP's random second sentence differs from the first in topic, and in hour by chance;
-SOP's swapped pair differs only in order. A model trained on NSP can win by the topic
-alone and learn nothing about order; one trained on SOP must compare the hours, which
-also rejects most random sentences, whose hour is rarely the next one. That is the
-asymmetry ALBERT's Table 5 reports (Lan et al., 2020), built here so that it can show.
+NSP's random second sentence differs from the first in topic, and shares no link;
+SOP's swapped pair differs only in where the shared link sits. A model trained on NSP
+can win by the topic alone and learn nothing about order; one trained on SOP must find
+the shared link, which a random sentence does not have. That is the asymmetry of
+ALBERT's Table 5 (Lan et al., 2020), built here so that it can show.
 
-    >>> world = SentenceWorld(n_topics=2, words_per_topic=3, n_hours=4, words=2)
-    >>> world.vocab_size  # 5 specials, 4 hours, 2 x 3 topic words
-    15
+    >>> world = SentenceWorld(n_topics=2, words_per_topic=3, n_links=5, words=2)
+    >>> world.vocab_size  # 5 specials, 5 links, 2 x 3 topic words
+    16
     >>> pair = world.pairs("sop", 1, seed=0)[0]
-    >>> pair.input_ids  # [CLS] hour word word [SEP] hour word word [SEP]
-    [2, 8, 12, 13, 3, 5, 14, 13, 3]
-    >>> pair.is_next  # hours 3 then 0: in order (the clock wraps)
-    1
+    >>> pair.input_ids  # [CLS] link word word link [SEP] link word word link [SEP]
+    [2, 5, 14, 15, 6, 3, 8, 14, 14, 5, 3]
+    >>> pair.is_next  # B ends with the link A begins with (token 5): swapped
+    0
 
 ``pairs`` returns ``objectives.SentencePair``s and ``special_ids`` and ``vocab_size``
 are those of a tokenizer, so ``recipes.bert_pretraining.pretraining_batch`` pads and
@@ -44,14 +45,17 @@ TASKS = ("nsp", "sop")
 class SentenceWorld:
     n_topics: int = 8
     words_per_topic: int = 8
-    n_hours: int = 8  # hours on the clock: n_hours - 1 is followed by 0
-    words: int = 4  # topic words in a sentence, after its hour
+    n_links: int = 16  # a pair draws five distinct ones (NSP's random B, two fresh)
+    words: int = 6  # topic words in a sentence, between its two links
 
     def __post_init__(self):
         for name in ("n_topics", "words_per_topic", "words"):
             require_size(name, getattr(self, name))
-        if self.n_hours < 3:
-            raise ValueError(f"n_hours must be at least 3, got {self.n_hours}")
+        if self.n_topics < 2 or self.n_links < 5:
+            raise ValueError(
+                "NSP needs two topics and a random sentence two fresh links: "
+                f"n_topics >= 2 and n_links >= 5, got {self.n_topics} and {self.n_links}"
+            )
 
     @property
     def special_ids(self) -> dict[str, int]:
@@ -59,41 +63,35 @@ class SentenceWorld:
 
     @property
     def vocab_size(self) -> int:
-        return len(SPECIALS) + self.n_hours + self.n_topics * self.words_per_topic
+        return len(SPECIALS) + self.n_links + self.n_topics * self.words_per_topic
 
-    def hour_token(self, hour: int) -> int:
-        return len(SPECIALS) + hour % self.n_hours
+    def link_token(self, link: int) -> int:
+        return len(SPECIALS) + link
 
     def topic_word(self, topic: int, word: int) -> int:
-        return len(SPECIALS) + self.n_hours + topic * self.words_per_topic + word
+        return len(SPECIALS) + self.n_links + topic * self.words_per_topic + word
 
-    def sentence(self, topic: int, hour: int, rng: random.Random) -> list[int]:
-        words = [rng.randrange(self.words_per_topic) for _ in range(self.words)]
-        return [self.hour_token(hour)] + [self.topic_word(topic, w) for w in words]
-
-    def _consecutive(self, rng: random.Random) -> tuple[int, int, list[int], list[int]]:
-        """A document's topic, first hour, and two consecutive sentences of it."""
-        topic, hour = rng.randrange(self.n_topics), rng.randrange(self.n_hours)
-        return (
-            topic,
-            hour,
-            self.sentence(topic, hour, rng),
-            self.sentence(topic, hour + 1, rng),
-        )
+    def sentence(self, topic: int, first: int, last: int, rng: random.Random) -> list[int]:
+        words = [self.topic_word(topic, rng.randrange(self.words_per_topic))
+                 for _ in range(self.words)]
+        return [self.link_token(first), *words, self.link_token(last)]
 
     def pair(self, task: str, rng: random.Random) -> SentencePair:
         """One labelled pair: half of them in order (is_next=1). The other half is, for
-        NSP, A then a sentence of another document (another topic, a random hour); for
-        SOP, the two sentences swapped."""
+        NSP, A then a sentence of another document (another topic, links A does not
+        use); for SOP, the two sentences swapped."""
         if task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {task!r}")
-        topic, _, first, second = self._consecutive(rng)
+        topic = rng.randrange(self.n_topics)
+        links = rng.sample(range(self.n_links), 5)
+        first = self.sentence(topic, links[0], links[1], rng)
+        second = self.sentence(topic, links[1], links[2], rng)
         is_next = rng.random() < 0.5
         if not is_next and task == "sop":
             first, second = second, first
-        elif not is_next:  # nsp
+        elif not is_next:  # nsp: its own topic, its own links
             other = rng.choice([t for t in range(self.n_topics) if t != topic])
-            second = self.sentence(other, rng.randrange(self.n_hours), rng)
+            second = self.sentence(other, links[3], links[4], rng)
         cls_id, sep_id = self.special_ids["cls"], self.special_ids["sep"]
         input_ids = [cls_id, *first, sep_id, *second, sep_id]
         segment_ids = [0] * (len(first) + 2) + [1] * (len(second) + 1)
