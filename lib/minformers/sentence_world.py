@@ -71,9 +71,34 @@ class SentenceWorld:
     def topic_word(self, topic: int, word: int) -> int:
         return len(SPECIALS) + self.n_links + topic * self.words_per_topic + word
 
-    def sentence(self, topic: int, first: int, last: int, rng: random.Random) -> list[int]:
-        words = [self.topic_word(topic, rng.randrange(self.words_per_topic))
-                 for _ in range(self.words)]
+    def token_names(self, ids: list[int]) -> str:
+        """``ids`` written out: specials by name, links as L0, L1, ..., and topic t's
+        words as the t-th letter and the word's number (a0, a1, ..., b0, ...).
+
+        >>> SentenceWorld(n_topics=2, words_per_topic=3, n_links=5, words=2).token_names(
+        ...     [2, 5, 14, 15, 6, 3]
+        ... )
+        '[CLS] L0 b1 b2 L1 [SEP]'
+        """
+        first_word = self.topic_word(0, 0)
+
+        def name(token: int) -> str:
+            if token < len(SPECIALS):
+                return SPECIALS[token]
+            if token < first_word:
+                return f"L{token - len(SPECIALS)}"
+            topic, word = divmod(token - first_word, self.words_per_topic)
+            return f"{chr(ord('a') + topic)}{word}"
+
+        return " ".join(name(token) for token in ids)
+
+    def sentence(
+        self, topic: int, first: int, last: int, rng: random.Random
+    ) -> list[int]:
+        words = [
+            self.topic_word(topic, rng.randrange(self.words_per_topic))
+            for _ in range(self.words)
+        ]
         return [self.link_token(first), *words, self.link_token(last)]
 
     def pair(self, task: str, rng: random.Random) -> SentencePair:
