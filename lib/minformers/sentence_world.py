@@ -15,7 +15,7 @@ NSP's random second sentence differs from the first in topic, and shares no link
 SOP's swapped pair differs only in where the shared link sits. A model trained on NSP
 can win by the topic alone and learn nothing about order; one trained on SOP must find
 the shared link, which a random sentence does not have. That is the asymmetry of
-ALBERT's Table 5 (Lan et al., 2020), built here so that it can show.
+ALBERT's Table 5 (Lan et al., 2020), built here so that it can be tested.
 
     >>> world = SentenceWorld(n_topics=2, words_per_topic=3, n_links=5, words=2)
     >>> world.vocab_size  # 5 specials, 5 links, 2 x 3 topic words

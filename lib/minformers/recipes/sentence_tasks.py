@@ -29,8 +29,8 @@ HELD_OUT_SEED = 10**6  # held-out pairs come from a seed no training batch uses
 @dataclass(frozen=True)
 class WorldRun:
     """MLM plus ``task`` (nsp or sop) in ``world``, for ``steps`` steps of ``batch_size``
-    fresh pairs. The sizes are the smallest found to learn SOP in every seed tried
-    (3 of 3 at 1,500 steps in one process, 2 of 3 at 800; .wip/README.md)."""
+    fresh pairs. From random weights, SOP's learning is a lottery at these sizes: 3 of 3
+    seeds at 1,500 steps in one process, 1 of 2 in one-thread workers (.wip/README.md)."""
 
     task: str
     seed: int = 0
@@ -87,9 +87,8 @@ def sentence_task_correct(
         [p.input_ids for p in pairs], world.special_ids["pad"]
     )
     segment_ids, _ = pad([p.segment_ids for p in pairs], 0, input_ids.shape[1])
-    labels = torch.tensor(
-        [0 if p.is_next else 1 for p in pairs]
-    )  # the head's convention
+    # the sentence head's convention: 0 = B follows A
+    labels = torch.tensor([0 if p.is_next else 1 for p in pairs])
     with torch.no_grad():
         logits = model.eval()(input_ids, segment_ids, attention_mask).nsp_logits
     return logits.argmax(-1) == labels
