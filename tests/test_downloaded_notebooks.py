@@ -65,14 +65,24 @@ def test_a_named_admonition_is_titled_by_its_kind():
     assert markdown(":::{note}\nMind the mask.\n:::") == "> **Note**\n>\n> Mind the mask."
 
 
-def test_a_listing_becomes_a_sentence_naming_the_file_and_the_object():
+def test_a_listing_becomes_the_code_the_page_shows():
+    """A learner in Jupyter reads the algorithm the page is about, not a pointer to the site: the object's source
+    (a method dedented, decorators kept), or the whole file, in a Python block under a line naming where it lives."""
     text = "Its code:\n\n```{literalinclude} ../lib/minformers/attention.py\n:pyobject: MultiHeadAttention.forward\n```"
-    assert markdown(text) == ("Its code:\n\n*The course site lists `MultiHeadAttention.forward` from "
-                              "`minformers/attention.py` here: the course library, installed by the first cell, "
-                              "holds it.*")
+    shown = markdown(text)
+    assert shown.startswith("Its code:\n\n*From the course library, `MultiHeadAttention.forward`, from "
+                            "`minformers/attention.py`:*\n\n```python\ndef forward(")
+    assert shown.endswith("\n```") and RAW_MYST.search(shown) is None
+    source = (ROOT / "lib" / "minformers" / "attention.py").read_text()
+    body = shown.split("```python\n", 1)[1].removesuffix("\n```")
+    assert all(("    " + line if line else line) in source for line in body.splitlines())
     whole = markdown("```{literalinclude} ../lib/minformers/masks.py\n```")
-    assert whole == ("*The course site lists `minformers/masks.py` here: the course library, installed by the first "
-                     "cell, holds it.*")
+    assert whole.split("```python\n", 1)[1] == (ROOT / "lib" / "minformers" / "masks.py").read_text().rstrip() + "\n```"
+
+
+def test_a_listing_of_a_missing_object_names_it():
+    with pytest.raises(ValueError, match="no 'MultiHeadAttention.gone'"):
+        markdown("```{literalinclude} ../lib/minformers/attention.py\n:pyobject: MultiHeadAttention.gone\n```")
 
 
 def test_a_shorter_code_fence_inside_a_directive_stays_code():
@@ -268,3 +278,13 @@ def test_the_build_rewrites_the_notebook_in_the_download_menu(tmp_path):
     notebook = nbformat.read(target, as_version=4)
     assert notebook.cells[0].source == "As BERT, the encoder does (Ba, 2016)."
     assert [output.text for output in notebook.cells[1].outputs] == ["1\n2\n"]
+
+
+def test_a_listing_that_holds_an_answer_stays_a_pointer():
+    """The notebook leaves solutions out; a listed lib object with a solution's line in it would put one back."""
+    answer = "return (positions >= prompt_lengths[:, None]) & (positions < lengths[:, None])"
+    text = "```{literalinclude} ../lib/minformers/sft.py\n:pyobject: response_mask\n```"
+    page = copy.deepcopy(PAGE)
+    page.solution_lines = {answer}
+    shown = plain_markdown(text, page)
+    assert "```python" not in shown and "an exercise's answer" in shown

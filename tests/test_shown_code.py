@@ -86,3 +86,10 @@ def test_listed_lib_code_fits_the_code_column(source):
 
 def test_listings_are_found():
     assert sum(1 for source in chapters() for _ in listed_lines(source)) > 500
+
+
+@pytest.mark.parametrize("source", chapters(), ids=lambda path: path.stem)
+def test_the_seed_line_prints_once(source):
+    """seed_everything prints its line and returns a dict; a cell ending in the bare call shows the dict too."""
+    calls = re.findall(r"^seed_everything\(.*\).*$", source.read_text(), re.MULTILINE)
+    assert all(call.endswith(";") for call in calls), calls

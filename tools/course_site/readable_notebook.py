@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import nbformat
 
-from exercises import student_version
+from exercises import solution_lines, student_version
 
 # myst-nb's executed notebook is the page's source: its Markdown is
 # MyST (directives and roles that only Sphinx renders), its solutions sit in the open, and its outputs carry two
@@ -33,6 +33,8 @@ ROLE = re.compile(r"\{(?P<name>[\w:-]+)\}`(?P<text>[^`]*)`")
 TARGET = re.compile(r"^\((?P<label>[^()\s]+)\)=[ \t]*\n(?:\s*\n)*#+[ \t]+(?P<heading>.+)$", re.MULTILINE)
 ADMONITIONS = {"attention", "caution", "danger", "error", "hint", "important", "note", "seealso", "tip", "warning"}
 SOLUTION_NOTE = "*Solution: on this page of the course site, under the exercise.*"
+BOOK = Path(__file__).resolve().parents[2] / "book"  # where a listing's relative path starts
+SOLUTION_LINE = 40  # characters: a shorter line (`return x`) may be anyone's code
 
 
 class Work(NamedTuple):
@@ -54,6 +56,8 @@ class Page:
     solved: set[str] = field(default_factory=set)  # the labels of exercises with a solution on the site
     sections: dict[str, str] = field(default_factory=dict)  # {target label: the heading under it}, for {ref}
     glued: dict[str, str] = field(default_factory=dict)  # {glue key: the value's text/plain}, for {glue}
+    # the solutions' lines long enough to identify them, whitespace collapsed: a listing holding one stays a pointer
+    solution_lines: set[str] = field(default_factory=set)
 
 
 def readable_notebook(notebook, titles: dict[str, str] | None = None, works: dict[str, Work] | None = None,
@@ -63,6 +67,7 @@ def readable_notebook(notebook, titles: dict[str, str] | None = None, works: dic
     glued into its prose (myst-nb keeps them beside the notebook, not in it); without them a reference reads as its
     name or key."""
     page = Page(titles or {}, works or {}, glued=glued or {})
+    page.solution_lines = {line for line in solution_lines(notebook) if len(line) >= SOLUTION_LINE}
     for cell in notebook.cells:
         if cell.cell_type == "markdown":
             _gather(cell.source, page)
@@ -141,15 +146,39 @@ def _directive(name: str, argument: str, options: dict[str, str], body: str, pag
         solved = options.get("label") in page.solved
         return "\n\n".join(part for part in (heading, body, SOLUTION_NOTE if solved else "") if part)
     if name == "literalinclude":
-        path = argument.split("lib/", 1)[-1]  # ../lib/minformers/attention.py -> minformers/attention.py
-        shown = options.get("pyobject")
-        listing = f"`{path}`" if shown is None else f"`{shown}` from `{path}`"
-        return f"*The course site lists {listing} here: the course library, installed by the first cell, holds it.*"
+        return _listing(argument, options.get("pyobject"), page.solution_lines)
     if name == "footbibliography":
         return "\n".join(f"- {_reference(key, page)}" for key in page.cited)
     title = argument or (name.capitalize() if name in ADMONITIONS else name)  # any other directive: a titled quote
     quoted = [f"> {line}" if line.strip() else ">" for line in body.splitlines()]
     return "\n".join([f"> **{title}**", *([">", *quoted] if quoted else [])])
+
+
+def _listing(argument: str, shown: str | None, solution_lines: set[str] = frozenset()) -> str:
+    """A `{literalinclude}` as the page shows it: the file's source, or the `:pyobject:`'s (a dotted name such as
+    `MultiHeadAttention.forward`, decorators included), in a Python block under a line naming where it lives. A
+    listing that holds a line of an exercise's solution stays a pointer to the site, as the solution does."""
+    path = argument.split("lib/", 1)[-1]  # ../lib/minformers/attention.py -> minformers/attention.py
+    source = (BOOK / argument).resolve().read_text()
+    if shown is not None:
+        source = _object_source(source, shown, path)
+    where = f"`{path}`" if shown is None else f"`{shown}`, from `{path}`"
+    collapsed = " ".join(source.split())
+    if any(line in collapsed for line in solution_lines):
+        return f"*The course site lists {where} here: it holds an exercise's answer, which this notebook leaves out.*"
+    return f"*From the course library, {where}:*\n\n```python\n{source.rstrip()}\n```"
+
+
+def _object_source(source: str, dotted: str, path: str) -> str:
+    body, node = ast.parse(source).body, None
+    for part in dotted.split("."):
+        node = next((node for node in body if getattr(node, "name", None) == part), None)
+        if node is None:
+            raise ValueError(f"{path} has no {dotted!r} for a listing to show")
+        body = getattr(node, "body", [])
+    lines = source.splitlines()[node.lineno - 1 - len(node.decorator_list) : node.end_lineno]
+    indent = min(len(line) - len(line.lstrip()) for line in lines if line.strip())
+    return "\n".join(line[indent:] for line in lines)
 
 
 def _keys(text: str) -> list[str]:
