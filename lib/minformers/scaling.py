@@ -379,3 +379,55 @@ def bootstrap(
         field.name: np.array([getattr(refit, field.name) for refit in refits])
         for field in fields(law)
     }
+
+
+def isoflop_profile(
+    parameters, flops_per_token, tokens, loss, compute: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One IsoFLOP profile read off a grid of runs (Hoffmann et al.'s second approach):
+    for each size N, its final losses interpolated linearly in log D at the tokens
+    D = ``compute`` / its FLOPs per token. The arguments are per run; a size whose
+    budgets do not bracket that D is left out, so a profile holds no extrapolation.
+    Returns (N, D, loss), one entry per size, in increasing N.
+
+    >>> n, d = [10, 10, 20, 20], [100, 400, 100, 400]
+    >>> isoflop_profile(n, [6, 6, 12, 12], d, [2.0, 1.0, 1.8, 1.2], compute=1200)
+    (array([10., 20.]), array([200., 100.]), array([1.5, 1.8]))
+    """
+    n = _positive_array("parameters", parameters)
+    per_token = _positive_array("flops_per_token", flops_per_token)
+    d, values = _positive_array("tokens", tokens), np.asarray(loss, dtype=np.float64)
+    sizes, wanted_tokens, losses = [], [], []
+    for size in np.unique(n):
+        chosen = n == size
+        order = np.argsort(d[chosen])
+        budgets, ordered = d[chosen][order], values[chosen][order]
+        wanted = compute / per_token[chosen][0]
+        if budgets[0] <= wanted <= budgets[-1]:
+            sizes.append(size)
+            wanted_tokens.append(wanted)
+            losses.append(np.interp(np.log(wanted), np.log(budgets), ordered))
+    return np.array(sizes), np.array(wanted_tokens), np.array(losses)
+
+
+def profile_minimum(n, d, loss) -> tuple[float, float] | None:
+    """(N*, D*) of one IsoFLOP profile: the vertex of a parabola in log N fitted to its
+    losses, with D* read off the profile's tokens at N*. None when the profile has
+    fewer than 3 sizes, when the parabola has no minimum, or when the vertex lies
+    outside the sizes measured (the optimum was not bracketed).
+
+    >>> n = np.array([1.0, 10.0, 100.0])
+    >>> profile_minimum(n, 1000 / n, (np.log10(n) - 1) ** 2 + 2)
+    (10.0, 100.0)
+    """
+    n, d, loss = (np.asarray(x, dtype=np.float64) for x in (n, d, loss))
+    if len(n) < 3:
+        return None
+    curvature, slope, _ = np.polyfit(np.log(n), loss, 2)
+    if curvature <= 0:
+        return None
+    log_best = -slope / (2 * curvature)
+    if not np.log(n.min()) <= log_best <= np.log(n.max()):
+        return None
+    tokens = np.exp(np.interp(log_best, np.log(n), np.log(d)))
+    return float(np.round(np.exp(log_best), 9)), float(np.round(tokens, 9))

@@ -45,6 +45,7 @@ class SweepRun:
     # peak learning rate; None = LR_WIDTH / d_model (see LR_WIDTH)
     lr: float | None = None
     validation_windows: int = 128  # the same held-out windows score every run
+    seed: int = 0  # seeds the initial weights: repeats measure a point's noise
 
     def __post_init__(self):
         for name in (
@@ -96,6 +97,7 @@ class SweepRun:
             validation_windows=self.validation_windows,
             sample_length=0,
             model_changes=tuple(self.shape().items()),
+            init_seed=self.seed,
         )
 
 
